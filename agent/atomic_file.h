@@ -1,0 +1,17 @@
+#pragma once
+
+#include <absl/status/status.h>
+
+#include <string>
+
+namespace blk::agent {
+
+// Replaces `path` with `contents` so that a crash leaves either the old or the
+// new file, never a torn one: write a temporary file, fsync it, rename it over
+// the target, fsync the directory.
+absl::Status WriteFileAtomically(const std::string& path, std::string_view contents);
+
+// Removes `path` durably (unlink + fsync of the directory). A missing file is OK.
+absl::Status RemoveFileDurably(const std::string& path);
+
+}  // namespace blk::agent

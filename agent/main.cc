@@ -1,0 +1,140 @@
+// blkagent: the node agent. Serves the VolumeService on a Unix socket and owns
+// the ublk devices of every volume until SIGTERM.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+
+#include "agent/state_dir_lock.h"
+#include "agent/ublk_provisioner.h"
+#include "agent/version.h"
+#include "agent/volume_service.h"
+#include "agent/volume_table.h"
+
+namespace {
+
+struct Options {
+  std::string socket = "/run/blkagent/blkagent.sock";
+  std::string state_dir = "/var/lib/blkagent";
+  std::string log_level = "info";
+  int grpc_threads = 4;
+};
+
+// Removes a socket left by an agent that died; only ever called with the
+// state-dir lock held, so no live agent owns it.
+bool PrepareSocketPath(const std::string& socket) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  fs::create_directories(fs::path(socket).parent_path(), error);
+  if (error) {
+    spdlog::critical("cannot create socket directory for {}: {}", socket, error.message());
+    return false;
+  }
+  struct stat st {};
+  if (::lstat(socket.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      spdlog::critical("{} exists and is not a socket; refusing to replace it", socket);
+      return false;
+    }
+    ::unlink(socket.c_str());
+  }
+  return true;
+}
+
+std::unique_ptr<grpc::Server> StartGrpc(const Options& options, blk::agent::VolumeService& service) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + options.socket, grpc::InsecureServerCredentials());
+  builder.RegisterService(&service);
+  grpc::ResourceQuota quota("blkagent");
+  quota.SetMaxThreads(options.grpc_threads);
+  builder.SetResourceQuota(quota);
+  // The socket is created by BuildAndStart: never let it exist with wider
+  // permissions than 0660, even for a moment.
+  const mode_t previous_umask = ::umask(0117);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ::umask(previous_umask);
+  if (server) server->GetHealthCheckService()->SetServingStatus(true);
+  return server;
+}
+
+int WaitForTerminationSignal(const sigset_t& signals) {
+  int signal = 0;
+  while (sigwait(&signals, &signal) != 0) {
+  }
+  return signal;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  CLI::App app{"blkagent: ublk block devices for local and remote volumes"};
+  app.add_option("--socket", options.socket, "gRPC Unix socket")->capture_default_str();
+  app.add_option("--state-dir", options.state_dir, "where volume specs are persisted")
+      ->capture_default_str();
+  app.add_option("--log-level", options.log_level, "trace, debug, info, warn, error")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  app.add_option("--grpc-threads", options.grpc_threads, "RPC worker threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  app.set_version_flag("--version", blk::agent::kAgentVersion);
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(options.log_level));
+
+  // Block termination signals before any thread exists, so every thread
+  // inherits the mask and only sigwait below sees them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  absl::StatusOr<blk::agent::StateDirLock> lock =
+      blk::agent::StateDirLock::Acquire(options.state_dir);
+  if (!lock.ok()) {
+    spdlog::critical("{}", lock.status().message());
+    return 1;
+  }
+  absl::StatusOr<blk::agent::VolumeRegistry> registry =
+      blk::agent::VolumeRegistry::Open(options.state_dir);
+  if (!registry.ok()) {
+    spdlog::critical("{}", registry.status().message());
+    return 1;
+  }
+  if (!PrepareSocketPath(options.socket)) return 1;
+
+  blk::agent::UblkProvisioner provisioner;
+  blk::agent::VolumeTable volumes(std::move(*registry), provisioner);
+  for (const std::string& problem : volumes.Restore()) spdlog::warn("restore: {}", problem);
+
+  blk::agent::VolumeService service(volumes);
+  std::unique_ptr<grpc::Server> server = StartGrpc(options, service);
+  if (!server) {
+    spdlog::critical("cannot listen on unix:{}", options.socket);
+    volumes.StopAll();
+    return 1;
+  }
+  ::chmod(options.socket.c_str(), 0660);
+  spdlog::info("blkagent {} serving on unix:{}, state in {}", blk::agent::kAgentVersion,
+               options.socket, options.state_dir);
+
+  const int signal = WaitForTerminationSignal(signals);
+  spdlog::info("received {}, stopping", strsignal(signal));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  server->Wait();
+  volumes.StopAll();
+  ::unlink(options.socket.c_str());
+  spdlog::info("stopped");
+  return 0;
+}

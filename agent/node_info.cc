@@ -1,0 +1,26 @@
+#include "agent/node_info.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "agent/version.h"
+#include "server/ublk_support.h"
+
+namespace blk::agent {
+
+v1::GetNodeInfoResponse ReadNodeInfo() {
+  v1::GetNodeInfoResponse info;
+  struct utsname name {};
+  if (::uname(&name) == 0) info.set_kernel_release(name.release);
+  const server::UblkSupport ublk = server::ProbeUblk();
+  info.set_ublk_available(ublk.control_available);
+  info.set_ublk_features(ublk.features);
+  for (const std::string& feature : server::UblkFeatureNames(ublk.features)) {
+    info.add_ublk_feature_names(feature);
+  }
+  info.set_cpu_count(static_cast<uint32_t>(::sysconf(_SC_NPROCESSORS_ONLN)));
+  info.set_agent_version(kAgentVersion);
+  return info;
+}
+
+}  // namespace blk::agent

@@ -1,0 +1,31 @@
+#pragma once
+
+#include "agent/volume_table.h"
+#include "blk/v1/volume.grpc.pb.h"
+
+namespace blk::agent {
+
+// The gRPC face of the volume table: translates requests, and absl::Status to
+// grpc::Status, and nothing else.
+class VolumeService final : public v1::VolumeService::Service {
+ public:
+  explicit VolumeService(VolumeTable& volumes) : volumes_(volumes) {}
+
+  grpc::Status CreateVolume(grpc::ServerContext* context, const v1::CreateVolumeRequest* request,
+                            v1::CreateVolumeResponse* response) override;
+  grpc::Status DeleteVolume(grpc::ServerContext* context, const v1::DeleteVolumeRequest* request,
+                            v1::DeleteVolumeResponse* response) override;
+  grpc::Status GetVolume(grpc::ServerContext* context, const v1::GetVolumeRequest* request,
+                         v1::GetVolumeResponse* response) override;
+  grpc::Status ListVolumes(grpc::ServerContext* context, const v1::ListVolumesRequest* request,
+                           v1::ListVolumesResponse* response) override;
+  grpc::Status GetNodeInfo(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
+                           v1::GetNodeInfoResponse* response) override;
+
+ private:
+  VolumeTable& volumes_;
+};
+
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+}  // namespace blk::agent

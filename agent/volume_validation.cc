@@ -1,0 +1,95 @@
+#include "agent/volume_validation.h"
+
+#include <sys/stat.h>
+
+#include <absl/strings/str_cat.h>
+
+#include <filesystem>
+
+namespace blk::agent {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view reason) {
+  return absl::InvalidArgumentError(absl::StrCat("volume.", field, ": ", reason));
+}
+
+bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+absl::Status ValidateFileBackend(const v1::FileBackend& file) {
+  const std::string& path = file.path();
+  if (path.empty()) return Invalid("file.path", "is required");
+  if (path.front() != '/') return Invalid("file.path", absl::StrCat("'", path, "' is not absolute"));
+  if (path.find('\0') != std::string::npos) return Invalid("file.path", "contains a NUL byte");
+  if (path.back() == '/') return Invalid("file.path", absl::StrCat("'", path, "' names a directory"));
+
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  struct stat st {};
+  if (::stat(parent.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return Invalid("file.path", absl::StrCat("directory '", parent.string(), "' does not exist"));
+  }
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+    return Invalid("file.path",
+                   absl::StrCat("'", path, "' is neither a regular file nor a block device"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool IsValidVolumeId(std::string_view id) {
+  if (id.empty() || id.size() > 63) return false;
+  if (!IsLowerAlnum(id.front()) || !IsLowerAlnum(id.back())) return false;
+  for (char c : id) {
+    if (!IsLowerAlnum(c) && c != '-') return false;
+  }
+  return true;
+}
+
+v1::Volume NormalizeVolumeSpec(const v1::Volume& requested) {
+  v1::Volume spec = requested;
+  spec.clear_status();
+  if (spec.logical_block_size() == 0) spec.set_logical_block_size(kDefaultLogicalBlockSize);
+  if (spec.queues() == 0) spec.set_queues(kDefaultQueues);
+  if (spec.queue_depth() == 0) spec.set_queue_depth(kDefaultQueueDepth);
+  return spec;
+}
+
+absl::Status ValidateVolumeSpec(const v1::Volume& spec) {
+  if (!IsValidVolumeId(spec.id())) {
+    return Invalid("id", absl::StrCat("'", spec.id(),
+                                      "' is not a DNS label (1-63 lowercase letters, digits or '-', "
+                                      "starting and ending with a letter or digit)"));
+  }
+  const uint32_t block_size = spec.logical_block_size();
+  if (block_size != 512 && block_size != 4096) {
+    return Invalid("logical_block_size", absl::StrCat(block_size, " is not 512 or 4096"));
+  }
+  if (spec.size_bytes() == 0) return Invalid("size_bytes", "must be greater than 0");
+  if (spec.size_bytes() % block_size != 0) {
+    return Invalid("size_bytes", absl::StrCat(spec.size_bytes(),
+                                              " is not a multiple of the logical block size ",
+                                              block_size));
+  }
+  if (spec.size_bytes() > kMaxSizeBytes) {
+    return Invalid("size_bytes", absl::StrCat(spec.size_bytes(), " exceeds the maximum of ",
+                                              kMaxSizeBytes, " (1 PiB)"));
+  }
+  if (spec.queues() > kMaxQueues) {
+    return Invalid("queues", absl::StrCat(spec.queues(), " exceeds the maximum of ", kMaxQueues));
+  }
+  if (spec.queue_depth() > kMaxQueueDepth) {
+    return Invalid("queue_depth",
+                   absl::StrCat(spec.queue_depth(), " exceeds the maximum of ", kMaxQueueDepth));
+  }
+  switch (spec.backend_case()) {
+    case v1::Volume::kNull:
+      return absl::OkStatus();
+    case v1::Volume::kFile:
+      return ValidateFileBackend(spec.file());
+    case v1::Volume::BACKEND_NOT_SET:
+      break;
+  }
+  return Invalid("backend", "is required (one of: null, file)");
+}
+
+}  // namespace blk::agent

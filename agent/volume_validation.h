@@ -1,0 +1,28 @@
+#pragma once
+
+#include <absl/status/status.h>
+
+#include "blk/v1/volume.pb.h"
+
+namespace blk::agent {
+
+inline constexpr uint32_t kDefaultLogicalBlockSize = 512;
+inline constexpr uint32_t kDefaultQueues = 1;
+inline constexpr uint32_t kDefaultQueueDepth = 128;
+inline constexpr uint32_t kMaxQueues = 64;
+// UBLK_MAX_QUEUE_DEPTH in the kernel.
+inline constexpr uint32_t kMaxQueueDepth = 4096;
+inline constexpr uint64_t kMaxSizeBytes = uint64_t{1} << 50;  // 1 PiB
+
+// Fills in the documented defaults (block size, queues, depth) and clears the
+// output-only status, so that two requests meaning the same volume compare equal.
+v1::Volume NormalizeVolumeSpec(const v1::Volume& requested);
+
+// Checks every field of a normalized spec. The error is INVALID_ARGUMENT with a
+// message naming the field ("volume.size_bytes: ...") and the reason.
+absl::Status ValidateVolumeSpec(const v1::Volume& spec);
+
+// A DNS label: 1-63 of [a-z0-9-], starting and ending with a letter or digit.
+bool IsValidVolumeId(std::string_view id);
+
+}  // namespace blk::agent

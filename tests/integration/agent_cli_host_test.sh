@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# blkagent + blkctl on a host without ublk: the API answers, validates every
+# field, refuses what it cannot do with a clear error, changes nothing on a
+# rejected request, and shuts down cleanly on SIGTERM.
+set -euo pipefail
+bin="$1"
+work="$(mktemp -d)"
+socket="$work/run/agent.sock"
+state="$work/state"
+agent_pid=""
+failures=0
+
+cleanup() {
+  if [[ -n "$agent_pid" ]] && kill -0 "$agent_pid" 2>/dev/null; then kill -KILL "$agent_pid"; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+pass() { echo "ok   - $1"; }
+fail() { echo "FAIL - $1"; failures=$((failures + 1)); }
+blkctl() { "$bin/blkctl" --socket "$socket" "$@"; }
+
+# Runs blkctl expecting failure; checks stderr contains every given text.
+expect_refusal() {
+  local name="$1"; shift
+  local -a texts=()
+  while [[ "$1" != "--" ]]; do texts+=("$1"); shift; done
+  shift
+  local err rc=0
+  err="$(blkctl "$@" 2>&1 >/dev/null)" || rc=$?
+  if ((rc == 0)); then fail "$name: succeeded"; return; fi
+  for t in "${texts[@]}"; do
+    if [[ "$err" != *"$t"* ]]; then fail "$name: stderr lacks '$t': $err"; return; fi
+  done
+  pass "$name"
+}
+
+wait_for() {  # wait_for SECONDS COMMAND...: polls until COMMAND succeeds
+  local deadline=$((SECONDS + $1)); shift
+  until "$@"; do
+    if ((SECONDS >= deadline)); then return 1; fi
+    sleep 0.05
+  done
+}
+
+"$bin/blkagent" --socket "$socket" --state-dir "$state" >"$work/agent.log" 2>&1 &
+agent_pid=$!
+if wait_for 30 test -S "$socket"; then pass "agent listens"; else
+  cat "$work/agent.log"; fail "agent listens"; exit 1
+fi
+
+[[ "$(stat -c %a "$socket")" == 660 ]] && pass "socket mode 0660" || fail "socket mode $(stat -c %a "$socket")"
+
+info="$(blkctl node-info -o json)"
+[[ "$(jq -r .kernelRelease <<<"$info")" == "$(uname -r)" ]] && pass "node-info kernel release" ||
+  fail "node-info kernel release: $info"
+[[ "$(jq -r .cpuCount <<<"$info")" == "$(nproc --all)" || "$(jq -r .cpuCount <<<"$info")" == "$(nproc)" ]] &&
+  pass "node-info cpu count" || fail "node-info cpu count: $info"
+
+[[ "$(blkctl list-volumes -o json | jq '.volumes | length')" == 0 ]] && pass "no volumes at start" ||
+  fail "no volumes at start"
+
+expect_refusal "bad id" INVALID_ARGUMENT volume.id -- create-volume Bad_Id --size 1M --backend null://
+expect_refusal "size 0" INVALID_ARGUMENT volume.size_bytes -- create-volume v0 --size 0 --backend null://
+expect_refusal "unknown scheme" "unknown backend scheme" -- create-volume v1 --size 1M --backend ftp://x/y
+expect_refusal "missing directory" INVALID_ARGUMENT "does not exist" -- \
+  create-volume v2 --size 1M --backend "file://$work/missing/dir/img"
+expect_refusal "misaligned size" INVALID_ARGUMENT "multiple of the logical block size" -- \
+  create-volume v3 --size 1000 --backend null://
+
+if [[ ! -e /dev/ublk-control ]]; then
+  expect_refusal "no ublk on this host" "/dev/ublk-control" -- \
+    create-volume v4 --size 1M --backend "file://$work/img"
+  [[ ! -e "$work/img" ]] && pass "failed create leaves no image file" || fail "failed create left $work/img"
+fi
+
+[[ "$(blkctl list-volumes -o json | jq '.volumes | length')" == 0 ]] && pass "rejected requests changed nothing" ||
+  fail "rejected requests changed nothing"
+[[ -z "$(ls -A "$state/volumes")" ]] && pass "nothing persisted" || fail "persisted: $(ls "$state/volumes")"
+
+blkctl delete-volume unknown-id && pass "delete of unknown id is OK" || fail "delete of unknown id"
+expect_refusal "get of unknown id" NOT_FOUND -- get-volume unknown-id
+
+rc=0
+"$bin/blkagent" --socket "$work/second.sock" --state-dir "$state" >"$work/second.log" 2>&1 || rc=$?
+((rc != 0)) && grep -q "already running" "$work/second.log" && pass "second agent on the same state dir refused" ||
+  fail "second agent: rc=$rc $(cat "$work/second.log")"
+
+kill -TERM "$agent_pid"
+rc=0
+wait "$agent_pid" || rc=$?
+agent_pid=""
+((rc == 0)) && pass "SIGTERM exits 0" || fail "SIGTERM exit code $rc"
+[[ ! -e "$socket" ]] && pass "socket removed" || fail "socket left behind"
+
+if ((failures > 0)); then
+  echo "--- agent log"; cat "$work/agent.log"
+  exit 1
+fi

@@ -1,0 +1,180 @@
+#include "app.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "backend_uri.h"
+#include "commands.h"
+#include "size_parse.h"
+#include "volume_client.h"
+
+namespace blk::cli {
+namespace {
+
+// Adapts an absl parser to a CLI11 transform: on success the option's text
+// is replaced by the canonical form, on failure the message becomes CLI11's
+// validation error (and so a usage error).
+CLI::Validator SizeValidator() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        absl::StatusOr<uint64_t> size = ParseSize(input);
+        if (!size.ok()) return std::string(size.status().message());
+        input = absl::StrCat(*size);
+        return {};
+      },
+      "SIZE", "size");
+}
+
+CLI::Validator BackendUriValidator() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        absl::StatusOr<blk::v1::Volume> backend = ParseBackendUri(input);
+        if (!backend.ok()) return std::string(backend.status().message());
+        return {};
+      },
+      "URI", "backend URI");
+}
+
+CLI::Validator TimeoutValidator() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        absl::StatusOr<absl::Duration> timeout = ParseTimeout(input);
+        if (!timeout.ok()) return std::string(timeout.status().message());
+        return {};
+      },
+      "DURATION", "timeout");
+}
+
+void AddOutputOption(CLI::App& command, std::string& format) {
+  command.add_option("-o,--output", format, "Output format (default table)")
+      ->transform(CLI::IsMember({"table", "json"}, CLI::ignore_case));
+}
+
+std::string UsageFailure(const CLI::App* /*app*/, const CLI::Error& error) {
+  return absl::StrCat("blkctl: ", error.what(), "\nRun with --help for more information.\n");
+}
+
+}  // namespace
+
+absl::StatusOr<absl::Duration> ParseTimeout(absl::string_view text) {
+  absl::Duration timeout;
+  int64_t seconds = 0;
+  if (absl::SimpleAtoi(text, &seconds)) {
+    timeout = absl::Seconds(seconds);
+  } else if (!absl::ParseDuration(text, &timeout)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "invalid timeout '", text, "' (expected seconds or a duration such as 90s, 2m, 500ms)"));
+  }
+  if (timeout <= absl::ZeroDuration() || timeout == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid timeout '", text, "': must be positive and finite"));
+  }
+  return timeout;
+}
+
+int RunBlkctl(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app("blkctl: manage the ublk block devices of a blkagent node", "blkctl");
+  app.failure_message(UsageFailure);
+  app.require_subcommand(1);
+  // Lets global options such as --socket also follow the command name.
+  app.fallthrough();
+
+  std::string socket = kDefaultSocket;
+  std::string timeout_text = "60s";
+  app.add_option("--socket", socket, "blkagent's Unix socket")
+      ->envname(kSocketEnv)
+      ->capture_default_str();
+  app.add_option("--timeout", timeout_text,
+                 "Deadline of the request, e.g. 60s, 2m (creating a device can take a while)")
+      ->transform(TimeoutValidator())
+      ->capture_default_str();
+
+  std::string format_text = "table";
+  OutputFormat format = OutputFormat::kTable;
+  std::function<absl::StatusOr<std::string>(VolumeClient&)> command;
+
+  CreateVolumeFlags create;
+  CLI::App* create_volume = app.add_subcommand("create-volume", "Create a volume and its device");
+  create_volume->add_option("ID", create.id, "Volume id: a DNS label")->required();
+  create_volume->add_option("--size", create.size_bytes, "Size: 4096, 64M, 64MiB, 1G (1024-based)")
+      ->required()
+      ->transform(SizeValidator());
+  create_volume
+      ->add_option("--backend", create.backend_uri, "Backend: null:// or file:///absolute/path")
+      ->required()
+      ->check(BackendUriValidator());
+  create_volume->add_option("--queues", create.queues, "ublk hardware queues (default 1)")
+      ->check(CLI::PositiveNumber);
+  create_volume
+      ->add_option("--queue-depth", create.queue_depth,
+                   "Outstanding requests per queue (default 128)")
+      ->check(CLI::PositiveNumber);
+  create_volume
+      ->add_option("--block-size", create.logical_block_size, "Logical block size: 512 or 4096")
+      ->check(CLI::IsMember({512u, 4096u}));
+  create_volume->add_flag("--read-only", create.read_only, "Expose the device read-only");
+  AddOutputOption(*create_volume, format_text);
+  create_volume->callback([&] {
+    command = [&](VolumeClient& client) { return RunCreateVolume(client, create, format); };
+  });
+
+  std::string delete_id;
+  bool force = false;
+  CLI::App* delete_volume =
+      app.add_subcommand("delete-volume", "Stop and remove a volume's device");
+  delete_volume->add_option("ID", delete_id, "Volume id")->required();
+  delete_volume->add_flag("--force", force,
+                          "Delete even when the device is open (its users get I/O errors)");
+  AddOutputOption(*delete_volume, format_text);
+  delete_volume->callback([&] {
+    command = [&](VolumeClient& client) {
+      return RunDeleteVolume(client, delete_id, force, format);
+    };
+  });
+
+  std::string get_id;
+  CLI::App* get_volume = app.add_subcommand("get-volume", "Show one volume");
+  get_volume->add_option("ID", get_id, "Volume id")->required();
+  AddOutputOption(*get_volume, format_text);
+  get_volume->callback([&] {
+    command = [&](VolumeClient& client) { return RunGetVolume(client, get_id, format); };
+  });
+
+  CLI::App* list_volumes = app.add_subcommand("list-volumes", "List all volumes");
+  AddOutputOption(*list_volumes, format_text);
+  list_volumes->callback(
+      [&] { command = [&](VolumeClient& client) { return RunListVolumes(client, format); }; });
+
+  CLI::App* node_info = app.add_subcommand("node-info", "Show the node's kernel and ublk support");
+  AddOutputOption(*node_info, format_text);
+  node_info->callback(
+      [&] { command = [&](VolumeClient& client) { return RunNodeInfo(client, format); }; });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    const int code = app.exit(error, out, err);
+    return code == static_cast<int>(CLI::ExitCodes::Success) ? kExitOk : kExitUsage;
+  }
+
+  format = format_text == "json" ? OutputFormat::kJson : OutputFormat::kTable;
+  // Validated during parsing, so this cannot fail here.
+  const absl::Duration timeout = ParseTimeout(timeout_text).value_or(absl::Seconds(60));
+  VolumeClient client(socket, timeout);
+  absl::StatusOr<std::string> result = command(client);
+  if (!result.ok()) {
+    err << "blkctl: " << absl::StatusCodeToString(result.status().code()) << ": "
+        << result.status().message() << "\n";
+    return kExitRpcError;
+  }
+  out << *result;
+  return kExitOk;
+}
+
+}  // namespace blk::cli

@@ -1,0 +1,125 @@
+#include "backend_uri.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace blk::cli {
+namespace {
+
+constexpr absl::string_view kSchemeSeparator = "://";
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+absl::StatusOr<std::string> PercentDecode(absl::string_view uri, absl::string_view encoded) {
+  std::string decoded;
+  decoded.reserve(encoded.size());
+  for (size_t i = 0; i < encoded.size(); ++i) {
+    if (encoded[i] != '%') {
+      decoded.push_back(encoded[i]);
+      continue;
+    }
+    const int high = i + 2 < encoded.size() ? HexValue(encoded[i + 1]) : -1;
+    const int low = i + 2 < encoded.size() ? HexValue(encoded[i + 2]) : -1;
+    if (high < 0 || low < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "backend URI '", uri, "': '%' must be followed by two hex digits (write %25 for '%')"));
+    }
+    const char c = static_cast<char>(high * 16 + low);
+    if (c == '\0') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("backend URI '", uri, "': a path cannot contain %00"));
+    }
+    decoded.push_back(c);
+    i += 2;
+  }
+  return decoded;
+}
+
+// RFC 3986 unreserved characters and '/' stay as they are; the rest is encoded
+// so that ParseBackendUri reads the same path back.
+bool KeepsLiteral(unsigned char c) {
+  return absl::ascii_isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == '/';
+}
+
+std::string PercentEncode(absl::string_view path) {
+  std::string encoded;
+  for (const char c : path) {
+    if (KeepsLiteral(static_cast<unsigned char>(c))) {
+      encoded.push_back(c);
+    } else {
+      absl::StrAppendFormat(&encoded, "%%%02X", static_cast<unsigned char>(c));
+    }
+  }
+  return encoded;
+}
+
+absl::StatusOr<blk::v1::Volume> ParseFileUri(absl::string_view uri, absl::string_view rest) {
+  if (rest.find_first_of("?#") != absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend URI '", uri,
+                     "': file URIs take no query or fragment (write %3F for '?', %23 for '#')"));
+  }
+  const size_t path_start = rest.find('/');
+  const absl::string_view host = rest.substr(0, path_start);
+  if (!host.empty()) {
+    const absl::string_view tail =
+        path_start == absl::string_view::npos ? absl::string_view() : rest.substr(path_start);
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend URI '", uri, "' names host '", host,
+                     "'; a file path must be absolute, with three slashes: file:///", host, tail));
+  }
+  if (path_start == absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend URI '", uri, "' has no path (expected file:///absolute/path)"));
+  }
+  absl::StatusOr<std::string> path = PercentDecode(uri, rest.substr(path_start));
+  if (!path.ok()) return path.status();
+  blk::v1::Volume volume;
+  volume.mutable_file()->set_path(*std::move(path));
+  return volume;
+}
+
+}  // namespace
+
+absl::StatusOr<blk::v1::Volume> ParseBackendUri(absl::string_view uri) {
+  const size_t separator = uri.find(kSchemeSeparator);
+  if (separator == absl::string_view::npos || separator == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "backend URI '", uri, "' has no scheme (expected null:// or file:///absolute/path)"));
+  }
+  const std::string scheme = absl::AsciiStrToLower(uri.substr(0, separator));
+  const absl::string_view rest = uri.substr(separator + kSchemeSeparator.size());
+  if (scheme == "null") {
+    if (!rest.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("backend URI '", uri, "': the null backend takes nothing after null://"));
+    }
+    blk::v1::Volume volume;
+    volume.mutable_null();
+    return volume;
+  }
+  if (scheme == "file") return ParseFileUri(uri, rest);
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown backend scheme '", scheme, "' in '", uri, "' (supported: null, file)"));
+}
+
+std::string FormatBackendUri(const blk::v1::Volume& volume) {
+  switch (volume.backend_case()) {
+    case blk::v1::Volume::kNull:
+      return "null://";
+    case blk::v1::Volume::kFile:
+      return absl::StrCat("file://", PercentEncode(volume.file().path()));
+    case blk::v1::Volume::BACKEND_NOT_SET:
+      break;
+  }
+  return "";
+}
+
+}  // namespace blk::cli

@@ -1,0 +1,19 @@
+#pragma once
+
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+#include "blk/v1/volume.pb.h"
+
+namespace blk::cli {
+
+// Parses a backend URI: "null://" or "file:///absolute/path" (percent-encoded,
+// e.g. "file:///var/lib/a%20b.img"). Returns a Volume whose only set field is
+// the backend oneof, to be merged into a request.
+absl::StatusOr<blk::v1::Volume> ParseBackendUri(absl::string_view uri);
+
+// The inverse: the URI of the volume's backend, "" when none is set.
+std::string FormatBackendUri(const blk::v1::Volume& volume);
+
+}  // namespace blk::cli

@@ -1,0 +1,71 @@
+#include "commands.h"
+
+#include "absl/strings/str_cat.h"
+#include "backend_uri.h"
+
+namespace blk::cli {
+
+absl::StatusOr<blk::v1::CreateVolumeRequest> BuildCreateVolumeRequest(
+    const CreateVolumeFlags& flags) {
+  absl::StatusOr<blk::v1::Volume> backend = ParseBackendUri(flags.backend_uri);
+  if (!backend.ok()) return backend.status();
+  blk::v1::CreateVolumeRequest request;
+  blk::v1::Volume& volume = *request.mutable_volume();
+  volume = *std::move(backend);
+  volume.set_id(flags.id);
+  volume.set_size_bytes(flags.size_bytes);
+  volume.set_logical_block_size(flags.logical_block_size);
+  volume.set_queues(flags.queues);
+  volume.set_queue_depth(flags.queue_depth);
+  volume.set_read_only(flags.read_only);
+  return request;
+}
+
+absl::StatusOr<std::string> RunCreateVolume(VolumeClient& client, const CreateVolumeFlags& flags,
+                                            OutputFormat format) {
+  absl::StatusOr<blk::v1::CreateVolumeRequest> request = BuildCreateVolumeRequest(flags);
+  if (!request.ok()) return request.status();
+  absl::StatusOr<blk::v1::CreateVolumeResponse> response = client.CreateVolume(*request);
+  if (!response.ok()) return response.status();
+  if (format == OutputFormat::kJson) return RenderJson(*response);
+  return RenderVolume(response->volume());
+}
+
+absl::StatusOr<std::string> RunDeleteVolume(VolumeClient& client, absl::string_view id, bool force,
+                                            OutputFormat format) {
+  blk::v1::DeleteVolumeRequest request;
+  request.set_id(std::string(id));
+  request.set_force(force);
+  absl::StatusOr<blk::v1::DeleteVolumeResponse> response = client.DeleteVolume(request);
+  if (!response.ok()) return response.status();
+  if (format == OutputFormat::kJson) return RenderJson(*response);
+  return absl::StrCat("volume ", id, " deleted\n");
+}
+
+absl::StatusOr<std::string> RunGetVolume(VolumeClient& client, absl::string_view id,
+                                         OutputFormat format) {
+  blk::v1::GetVolumeRequest request;
+  request.set_id(std::string(id));
+  absl::StatusOr<blk::v1::GetVolumeResponse> response = client.GetVolume(request);
+  if (!response.ok()) return response.status();
+  if (format == OutputFormat::kJson) return RenderJson(*response);
+  return RenderVolume(response->volume());
+}
+
+absl::StatusOr<std::string> RunListVolumes(VolumeClient& client, OutputFormat format) {
+  absl::StatusOr<blk::v1::ListVolumesResponse> response =
+      client.ListVolumes(blk::v1::ListVolumesRequest());
+  if (!response.ok()) return response.status();
+  if (format == OutputFormat::kJson) return RenderJson(*response);
+  return RenderVolumeTable(response->volumes());
+}
+
+absl::StatusOr<std::string> RunNodeInfo(VolumeClient& client, OutputFormat format) {
+  absl::StatusOr<blk::v1::GetNodeInfoResponse> response =
+      client.GetNodeInfo(blk::v1::GetNodeInfoRequest());
+  if (!response.ok()) return response.status();
+  if (format == OutputFormat::kJson) return RenderJson(*response);
+  return RenderNodeInfo(*response);
+}
+
+}  // namespace blk::cli

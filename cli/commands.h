@@ -1,0 +1,38 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+#include "blk/v1/volume.pb.h"
+#include "output.h"
+#include "volume_client.h"
+
+namespace blk::cli {
+
+// create-volume's flags after parsing; zero means "the server's default".
+struct CreateVolumeFlags {
+  std::string id;
+  uint64_t size_bytes = 0;
+  std::string backend_uri;
+  uint32_t queues = 0;
+  uint32_t queue_depth = 0;
+  uint32_t logical_block_size = 0;
+  bool read_only = false;
+};
+
+absl::StatusOr<blk::v1::CreateVolumeRequest> BuildCreateVolumeRequest(
+    const CreateVolumeFlags& flags);
+
+// Each command performs its RPC and returns what to print on stdout.
+absl::StatusOr<std::string> RunCreateVolume(VolumeClient& client, const CreateVolumeFlags& flags,
+                                            OutputFormat format);
+absl::StatusOr<std::string> RunDeleteVolume(VolumeClient& client, absl::string_view id, bool force,
+                                            OutputFormat format);
+absl::StatusOr<std::string> RunGetVolume(VolumeClient& client, absl::string_view id,
+                                         OutputFormat format);
+absl::StatusOr<std::string> RunListVolumes(VolumeClient& client, OutputFormat format);
+absl::StatusOr<std::string> RunNodeInfo(VolumeClient& client, OutputFormat format);
+
+}  // namespace blk::cli

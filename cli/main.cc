@@ -1,0 +1,5 @@
+#include <iostream>
+
+#include "app.h"
+
+int main(int argc, char** argv) { return blk::cli::RunBlkctl(argc, argv, std::cout, std::cerr); }

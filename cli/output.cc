@@ -1,0 +1,139 @@
+#include "output.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "backend_uri.h"
+#include "google/protobuf/util/json_util.h"
+#include "size_parse.h"
+
+namespace blk::cli {
+namespace {
+
+// The defaults volume.proto documents for a zero value.
+constexpr uint32_t kDefaultLogicalBlockSize = 512;
+constexpr uint32_t kDefaultQueues = 1;
+constexpr uint32_t kDefaultQueueDepth = 128;
+
+uint32_t OrDefault(uint32_t value, uint32_t fallback) { return value == 0 ? fallback : value; }
+
+std::string OrDash(absl::string_view value) { return value.empty() ? "-" : std::string(value); }
+
+using Row = std::vector<std::string>;
+
+// Left-aligned columns two spaces apart, without trailing blanks.
+std::string RenderColumns(const std::vector<Row>& rows) {
+  std::vector<size_t> widths;
+  for (const Row& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()), 0);
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  std::string out;
+  for (const Row& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) {
+      out += row[i];
+      if (i + 1 < row.size()) out.append(widths[i] - row[i].size() + 2, ' ');
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+std::string RenderKeyValues(const std::vector<std::pair<std::string, std::string>>& fields) {
+  std::vector<Row> rows;
+  rows.reserve(fields.size());
+  for (const auto& [key, value] : fields) rows.push_back({absl::StrCat(key, ":"), value});
+  return RenderColumns(rows);
+}
+
+}  // namespace
+
+absl::string_view StateName(blk::v1::VolumeState state) {
+  switch (state) {
+    case blk::v1::VOLUME_STATE_CREATING:
+      return "creating";
+    case blk::v1::VOLUME_STATE_LIVE:
+      return "live";
+    case blk::v1::VOLUME_STATE_DELETING:
+      return "deleting";
+    case blk::v1::VOLUME_STATE_FAILED:
+      return "failed";
+    default:
+      return "unknown";
+  }
+}
+
+std::string RenderVolumeTable(const google::protobuf::RepeatedPtrField<blk::v1::Volume>& volumes) {
+  std::vector<Row> rows;
+  rows.push_back({"ID", "SIZE", "BACKEND", "DEVICE", "STATE", "QUEUES", "DEPTH"});
+  for (const blk::v1::Volume& volume : volumes) {
+    rows.push_back({
+        volume.id(),
+        FormatSize(volume.size_bytes()),
+        OrDash(FormatBackendUri(volume)),
+        OrDash(volume.status().device_path()),
+        std::string(StateName(volume.status().state())),
+        absl::StrCat(OrDefault(volume.queues(), kDefaultQueues)),
+        absl::StrCat(OrDefault(volume.queue_depth(), kDefaultQueueDepth)),
+    });
+  }
+  return RenderColumns(rows);
+}
+
+std::string RenderVolume(const blk::v1::Volume& volume) {
+  const blk::v1::VolumeStatus& status = volume.status();
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"id", volume.id()},
+      {"size", absl::StrCat(FormatSize(volume.size_bytes()), " (", volume.size_bytes(), " bytes)")},
+      {"backend", OrDash(FormatBackendUri(volume))},
+      {"block size",
+       absl::StrCat(OrDefault(volume.logical_block_size(), kDefaultLogicalBlockSize))},
+      {"queues", absl::StrCat(OrDefault(volume.queues(), kDefaultQueues))},
+      {"queue depth", absl::StrCat(OrDefault(volume.queue_depth(), kDefaultQueueDepth))},
+      {"read only", volume.read_only() ? "yes" : "no"},
+      {"state", std::string(StateName(status.state()))},
+      {"device", OrDash(status.device_path())},
+  };
+  if (!status.device_path().empty())
+    fields.push_back({"device id", absl::StrCat(status.device_id())});
+  if (!status.message().empty()) fields.push_back({"message", status.message()});
+  return RenderKeyValues(fields);
+}
+
+std::string RenderNodeInfo(const blk::v1::GetNodeInfoResponse& info) {
+  std::string features = absl::StrFormat("0x%x", info.ublk_features());
+  if (info.ublk_feature_names_size() > 0) {
+    absl::StrAppend(&features, " (", absl::StrJoin(info.ublk_feature_names(), ", "), ")");
+  }
+  return RenderKeyValues({
+      {"kernel", OrDash(info.kernel_release())},
+      {"ublk", info.ublk_available() ? "available" : "not available"},
+      {"ublk features", features},
+      {"cpus", absl::StrCat(info.cpu_count())},
+      {"agent version", OrDash(info.agent_version())},
+  });
+}
+
+absl::StatusOr<std::string> RenderJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = false;
+  options.preserve_proto_field_names = false;
+  std::string json;
+  const auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!status.ok()) {
+    return absl::InternalError(
+        absl::StrCat("cannot render ", message.GetTypeName(), " as JSON: ", status.ToString()));
+  }
+  // add_whitespace already ends the document with a newline; compact output would not.
+  if (json.empty() || json.back() != '\n') json += '\n';
+  return json;
+}
+
+}  // namespace blk::cli

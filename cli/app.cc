@@ -81,7 +81,9 @@ absl::StatusOr<absl::Duration> ParseTimeout(absl::string_view text) {
 int RunBlkctl(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   CLI::App app("blkctl: manage the ublk block devices of a blkagent node", "blkctl");
   app.failure_message(UsageFailure);
-  app.require_subcommand(1);
+  // At most one command; its absence is reported below, after CLI11 has had
+  // the chance to name a misspelt one as unexpected.
+  app.require_subcommand(0, 1);
   // Lets global options such as --socket also follow the command name.
   app.fallthrough();
 
@@ -163,6 +165,11 @@ int RunBlkctl(int argc, const char* const* argv, std::ostream& out, std::ostream
     return code == static_cast<int>(CLI::ExitCodes::Success) ? kExitOk : kExitUsage;
   }
 
+  if (!command) {
+    err << "blkctl: a command is required: create-volume, delete-volume, get-volume, "
+           "list-volumes or node-info\nRun with --help for more information.\n";
+    return kExitUsage;
+  }
   format = format_text == "json" ? OutputFormat::kJson : OutputFormat::kTable;
   // Validated during parsing, so this cannot fail here.
   const absl::Duration timeout = ParseTimeout(timeout_text).value_or(absl::Seconds(60));

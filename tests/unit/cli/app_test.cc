@@ -1,0 +1,272 @@
+#include "app.h"
+
+#include <stdlib.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fake_agent.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace blk::cli {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::StartsWith;
+
+struct Outcome {
+  int exit_code;
+  std::string out;
+  std::string err;
+};
+
+Outcome RunWith(const std::vector<std::string>& args) {
+  std::vector<const char*> argv = {"blkctl"};
+  for (const std::string& arg : args) argv.push_back(arg.c_str());
+  std::ostringstream out;
+  std::ostringstream err;
+  const int exit_code = RunBlkctl(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {exit_code, out.str(), err.str()};
+}
+
+class Blkctl : public ::testing::Test {
+ protected:
+  Outcome RunAgainstAgent(const std::vector<std::string>& args) {
+    std::vector<std::string> all = {"--socket", agent_.socket_path()};
+    all.insert(all.end(), args.begin(), args.end());
+    return RunWith(all);
+  }
+
+  testing::FakeAgent agent_;
+};
+
+TEST_F(Blkctl, CreateVolumeSendsEveryFlagInTheRequest) {
+  Outcome outcome = RunAgainstAgent({"create-volume", "v1", "--size", "64MiB", "--backend",
+                                     "file:///var/lib/blk/v%201.img", "--queues", "2",
+                                     "--queue-depth", "64", "--block-size", "4096", "--read-only"});
+  ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
+  const blk::v1::Volume sent = agent_.service().last_create().volume();
+  EXPECT_EQ(sent.id(), "v1");
+  EXPECT_EQ(sent.size_bytes(), 64u << 20);
+  EXPECT_EQ(sent.file().path(), "/var/lib/blk/v 1.img");
+  EXPECT_EQ(sent.queues(), 2u);
+  EXPECT_EQ(sent.queue_depth(), 64u);
+  EXPECT_EQ(sent.logical_block_size(), 4096u);
+  EXPECT_TRUE(sent.read_only());
+  EXPECT_THAT(outcome.out, HasSubstr("device:       /dev/ublkb0\n"));
+  EXPECT_THAT(outcome.err, IsEmpty());
+}
+
+TEST_F(Blkctl, CreateVolumeLeavesUnsetTunablesAtZeroForTheServerDefault) {
+  Outcome outcome =
+      RunAgainstAgent({"create-volume", "v1", "--size", "1G", "--backend", "null://"});
+  ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
+  const blk::v1::Volume sent = agent_.service().last_create().volume();
+  EXPECT_EQ(sent.backend_case(), blk::v1::Volume::kNull);
+  EXPECT_EQ(sent.queues(), 0u);
+  EXPECT_EQ(sent.queue_depth(), 0u);
+  EXPECT_EQ(sent.logical_block_size(), 0u);
+  EXPECT_FALSE(sent.read_only());
+}
+
+TEST_F(Blkctl, ServerErrorIsPrintedWithItsCodeAndExitsOne) {
+  ASSERT_EQ(
+      RunAgainstAgent({"create-volume", "v1", "--size", "64M", "--backend", "null://"}).exit_code,
+      kExitOk);
+  Outcome outcome =
+      RunAgainstAgent({"create-volume", "v1", "--size", "128M", "--backend", "null://"});
+  EXPECT_EQ(outcome.exit_code, kExitRpcError);
+  EXPECT_EQ(outcome.err, "blkctl: ALREADY_EXISTS: volume v1 exists with size 67108864\n");
+  EXPECT_THAT(outcome.out, IsEmpty());
+}
+
+TEST_F(Blkctl, ServerUnavailableIsNotMistakenForAnUnreachableSocket) {
+  agent_.service().FailWith(grpc::Status(grpc::StatusCode::UNAVAILABLE, "ublk is not loaded"));
+  Outcome outcome = RunAgainstAgent({"node-info"});
+  EXPECT_EQ(outcome.exit_code, kExitRpcError);
+  EXPECT_EQ(outcome.err, "blkctl: UNAVAILABLE: ublk is not loaded\n");
+}
+
+TEST_F(Blkctl, DeleteOfOpenVolumeIsRefusedWithoutForce) {
+  Outcome refused = RunAgainstAgent({"delete-volume", "busy"});
+  EXPECT_EQ(refused.exit_code, kExitRpcError);
+  EXPECT_THAT(refused.err, StartsWith("blkctl: FAILED_PRECONDITION: volume busy is open"));
+
+  Outcome forced = RunAgainstAgent({"delete-volume", "busy", "--force"});
+  EXPECT_EQ(forced.exit_code, kExitOk) << forced.err;
+  EXPECT_TRUE(agent_.service().last_delete().force());
+  EXPECT_EQ(forced.out, "volume busy deleted\n");
+}
+
+TEST_F(Blkctl, DeleteVolumeAsJsonPrintsTheEmptyResponse) {
+  Outcome outcome = RunAgainstAgent({"delete-volume", "gone", "-o", "json"});
+  EXPECT_EQ(outcome.exit_code, kExitOk) << outcome.err;
+  EXPECT_EQ(outcome.out, "{}\n");
+}
+
+TEST_F(Blkctl, GetVolumeAsJsonUsesLowerCamelCaseNames) {
+  ASSERT_EQ(
+      RunAgainstAgent({"create-volume", "v1", "--size", "64M", "--backend", "null://"}).exit_code,
+      kExitOk);
+  Outcome outcome = RunAgainstAgent({"get-volume", "v1", "-o", "json"});
+  ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
+  EXPECT_THAT(outcome.out, HasSubstr("\"devicePath\": \"/dev/ublkb0\""));
+  EXPECT_THAT(outcome.out, HasSubstr("\"sizeBytes\": \"67108864\""));
+}
+
+TEST_F(Blkctl, GetVolumeOfUnknownIdIsNotFound) {
+  Outcome outcome = RunAgainstAgent({"get-volume", "nope"});
+  EXPECT_EQ(outcome.exit_code, kExitRpcError);
+  EXPECT_EQ(outcome.err, "blkctl: NOT_FOUND: volume nope not found\n");
+}
+
+TEST_F(Blkctl, ListVolumesPrintsATable) {
+  ASSERT_EQ(
+      RunAgainstAgent({"create-volume", "a", "--size", "4K", "--backend", "null://"}).exit_code,
+      kExitOk);
+  ASSERT_EQ(RunAgainstAgent({"create-volume", "b", "--size", "2G", "--backend", "file:///b.img",
+                             "--queues", "4"})
+                .exit_code,
+            kExitOk);
+  Outcome outcome = RunAgainstAgent({"list-volumes"});
+  ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
+  EXPECT_EQ(outcome.out,
+            "ID  SIZE  BACKEND        DEVICE       STATE  QUEUES  DEPTH\n"
+            "a   4KiB  null://        /dev/ublkb0  live   1       128\n"
+            "b   2GiB  file:///b.img  /dev/ublkb1  live   4       128\n");
+}
+
+TEST_F(Blkctl, NodeInfoPrintsKernelAndFeatures) {
+  Outcome outcome = RunAgainstAgent({"node-info"});
+  ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
+  EXPECT_THAT(outcome.out, HasSubstr("ublk features:  0x6 (COMP_IN_TASK, NEED_GET_DATA)\n"));
+  Outcome json = RunAgainstAgent({"node-info", "--output", "JSON"});
+  ASSERT_EQ(json.exit_code, kExitOk) << json.err;
+  EXPECT_THAT(json.out, HasSubstr("\"ublkFeatureNames\": ["));
+  EXPECT_THAT(json.out, HasSubstr("\"kernelRelease\": \"6.12.12-amd64\""));
+}
+
+TEST_F(Blkctl, GlobalOptionsMayFollowTheCommand) {
+  Outcome outcome = RunWith({"list-volumes", "--socket", agent_.socket_path(), "--timeout", "5s"});
+  EXPECT_EQ(outcome.exit_code, kExitOk) << outcome.err;
+  EXPECT_THAT(agent_.service().methods(), ElementsAre("ListVolumes"));
+}
+
+TEST_F(Blkctl, SocketComesFromTheEnvironmentUnlessGiven) {
+  ASSERT_EQ(setenv(kSocketEnv, agent_.socket_path().c_str(), 1), 0);
+  Outcome from_env = RunWith({"list-volumes"});
+  Outcome overridden = RunWith({"--socket", agent_.unused_socket_path(), "list-volumes"});
+  unsetenv(kSocketEnv);
+  EXPECT_EQ(from_env.exit_code, kExitOk) << from_env.err;
+  EXPECT_EQ(overridden.exit_code, kExitRpcError);
+  EXPECT_THAT(overridden.err, HasSubstr(agent_.unused_socket_path()));
+  EXPECT_EQ(agent_.service().calls(), 1);
+}
+
+TEST_F(Blkctl, TimeoutBoundsTheWaitForAHungAgent) {
+  agent_.service().HangUntilCancelled();
+  Outcome outcome = RunAgainstAgent({"--timeout", "300ms", "node-info"});
+  EXPECT_EQ(outcome.exit_code, kExitRpcError);
+  EXPECT_THAT(outcome.err, StartsWith("blkctl: DEADLINE_EXCEEDED: "));
+}
+
+TEST(BlkctlUnreachable, NamesTheSocketAndExitsOne) {
+  testing::TempDir dir;
+  const std::string socket = dir.path() + "/nobody.sock";
+  Outcome outcome = RunWith({"--socket", socket, "list-volumes"});
+  EXPECT_EQ(outcome.exit_code, kExitRpcError);
+  EXPECT_THAT(outcome.err, StartsWith("blkctl: UNAVAILABLE: cannot reach blkagent at " + socket));
+  EXPECT_THAT(outcome.out, IsEmpty());
+}
+
+// Usage errors: exit 2, a message naming the problem, and no RPC at all.
+struct UsageCase {
+  std::string name;
+  std::vector<std::string> args;
+  std::string message;
+};
+
+void PrintTo(const UsageCase& usage, std::ostream* os) { *os << usage.name; }
+
+class BlkctlUsageError : public ::testing::TestWithParam<UsageCase> {};
+
+TEST_P(BlkctlUsageError, ExitsTwoBeforeAnyRpc) {
+  testing::FakeAgent agent;
+  std::vector<std::string> args = {"--socket", agent.socket_path()};
+  args.insert(args.end(), GetParam().args.begin(), GetParam().args.end());
+  Outcome outcome = RunWith(args);
+  EXPECT_EQ(outcome.exit_code, kExitUsage);
+  EXPECT_THAT(outcome.err, StartsWith("blkctl: "));
+  EXPECT_THAT(outcome.err, HasSubstr(GetParam().message));
+  EXPECT_EQ(agent.service().calls(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Flags, BlkctlUsageError,
+    ::testing::Values(
+        UsageCase{"NoCommand", {}, "a command is required"},
+        UsageCase{"UnknownCommand", {"resize-volume", "v1"}, "resize-volume"},
+        UsageCase{"MissingSize", {"create-volume", "v1", "--backend", "null://"}, "--size"},
+        UsageCase{"MissingBackend", {"create-volume", "v1", "--size", "1G"}, "--backend"},
+        UsageCase{"MissingId", {"create-volume", "--size", "1G", "--backend", "null://"}, "ID"},
+        UsageCase{"BadSize",
+                  {"create-volume", "v1", "--size", "1.5G", "--backend", "null://"},
+                  "invalid size '1.5G': fractions"},
+        UsageCase{
+            "NegativeSize", {"create-volume", "v1", "--size", "-1", "--backend", "null://"}, "-1"},
+        UsageCase{
+            "BadBlockSize",
+            {"create-volume", "v1", "--size", "1G", "--backend", "null://", "--block-size", "1000"},
+            "--block-size: 1000 not in {512,4096}"},
+        UsageCase{"ZeroQueues",
+                  {"create-volume", "v1", "--size", "1G", "--backend", "null://", "--queues", "0"},
+                  "--queues"},
+        UsageCase{"NonNumericDepth",
+                  {"create-volume", "v1", "--size", "1G", "--backend", "null://", "--queue-depth",
+                   "deep"},
+                  "--queue-depth"},
+        UsageCase{"UnknownScheme",
+                  {"create-volume", "v1", "--size", "1G", "--backend", "nbd://h/e"},
+                  "unknown backend scheme 'nbd' in 'nbd://h/e' (supported: null, file)"},
+        UsageCase{"RelativeFilePath",
+                  {"create-volume", "v1", "--size", "1G", "--backend", "file://x.img"},
+                  "three slashes"},
+        UsageCase{"UnknownOutputFormat", {"list-volumes", "-o", "yaml"}, "yaml"},
+        UsageCase{"ZeroTimeout", {"--timeout", "0", "node-info"}, "must be positive"},
+        UsageCase{"GarbageTimeout", {"--timeout", "soon", "node-info"}, "invalid timeout 'soon'"},
+        UsageCase{"ExtraArgument", {"get-volume", "a", "b"}, "b"},
+        UsageCase{"ForceOnGet", {"get-volume", "a", "--force"}, "--force"}),
+    [](const ::testing::TestParamInfo<UsageCase>& info) { return info.param.name; });
+
+TEST(BlkctlHelp, ExitsZeroAndListsTheCommands) {
+  Outcome outcome = RunWith({"--help"});
+  EXPECT_EQ(outcome.exit_code, kExitOk);
+  for (const char* command :
+       {"create-volume", "delete-volume", "get-volume", "list-volumes", "node-info"}) {
+    EXPECT_THAT(outcome.out, HasSubstr(command));
+  }
+}
+
+TEST(BlkctlHelp, OfACommandDescribesItsFlags) {
+  Outcome outcome = RunWith({"create-volume", "--help"});
+  EXPECT_EQ(outcome.exit_code, kExitOk);
+  EXPECT_THAT(outcome.out, HasSubstr("--block-size"));
+  EXPECT_THAT(outcome.out, HasSubstr("--read-only"));
+}
+
+TEST(ParseTimeout, AcceptsSecondsAndDurations) {
+  EXPECT_EQ(ParseTimeout("60").value(), absl::Seconds(60));
+  EXPECT_EQ(ParseTimeout("90s").value(), absl::Seconds(90));
+  EXPECT_EQ(ParseTimeout("1m30s").value(), absl::Seconds(90));
+  EXPECT_EQ(ParseTimeout("500ms").value(), absl::Milliseconds(500));
+  EXPECT_FALSE(ParseTimeout("-1s").ok());
+  EXPECT_FALSE(ParseTimeout("inf").ok());
+  EXPECT_FALSE(ParseTimeout("").ok());
+}
+
+}  // namespace
+}  // namespace blk::cli

@@ -1,0 +1,102 @@
+#include "backend_uri.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace blk::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ParseBackendUri, NullSchemeSelectsTheNullBackend) {
+  absl::StatusOr<blk::v1::Volume> volume = ParseBackendUri("null://");
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  EXPECT_EQ(volume->backend_case(), blk::v1::Volume::kNull);
+}
+
+TEST(ParseBackendUri, SetsOnlyTheBackend) {
+  absl::StatusOr<blk::v1::Volume> volume = ParseBackendUri("file:///var/lib/blk/v1.img");
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  blk::v1::Volume expected;
+  expected.mutable_file()->set_path("/var/lib/blk/v1.img");
+  EXPECT_EQ(volume->SerializeAsString(), expected.SerializeAsString());
+}
+
+TEST(ParseBackendUri, SchemeIsCaseInsensitive) {
+  absl::StatusOr<blk::v1::Volume> volume = ParseBackendUri("FILE:///dev/sdb");
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  EXPECT_EQ(volume->file().path(), "/dev/sdb");
+  EXPECT_TRUE(ParseBackendUri("Null://").ok());
+}
+
+TEST(ParseBackendUri, FilePathIsPercentDecoded) {
+  absl::StatusOr<blk::v1::Volume> volume = ParseBackendUri("file:///srv/a%20b%3Fc%23d%25e%2fx");
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  EXPECT_EQ(volume->file().path(), "/srv/a b?c#d%e/x");
+}
+
+struct BadUri {
+  std::string uri;
+  std::string reason;
+};
+
+class ParseBackendUriRejects : public ::testing::TestWithParam<BadUri> {};
+
+TEST_P(ParseBackendUriRejects, WithAMessageNamingTheUri) {
+  absl::StatusOr<blk::v1::Volume> volume = ParseBackendUri(GetParam().uri);
+  ASSERT_FALSE(volume.ok()) << "accepted " << GetParam().uri;
+  EXPECT_EQ(volume.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(volume.status().message(), HasSubstr("'" + GetParam().uri + "'"));
+  EXPECT_THAT(volume.status().message(), HasSubstr(GetParam().reason));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    BadInput, ParseBackendUriRejects,
+    ::testing::Values(BadUri{"", "no scheme"}, BadUri{"/var/lib/x.img", "no scheme"},
+                      BadUri{"://x", "no scheme"},
+                      BadUri{"nbd://host/export", "unknown backend scheme 'nbd'"},
+                      BadUri{"nvme:///dev/ng0n1", "(supported: null, file)"},
+                      BadUri{"nbd+unix:///e?socket=/s", "unknown backend scheme 'nbd+unix'"},
+                      BadUri{"null://x", "nothing after null://"}, BadUri{"file://", "no path"},
+                      BadUri{"file://tmp/x.img", "file:///tmp/x.img"},
+                      BadUri{"file://host", "names host 'host'"}, BadUri{"file:///a?b", "query"},
+                      BadUri{"file:///a#b", "fragment"}, BadUri{"file:///a%2", "two hex digits"},
+                      BadUri{"file:///a%zz", "two hex digits"},
+                      BadUri{"file:///a%", "two hex digits"}, BadUri{"file:///a%00b", "%00"}));
+
+TEST(FormatBackendUri, IsEmptyWithoutBackend) {
+  EXPECT_EQ(FormatBackendUri(blk::v1::Volume()), "");
+}
+
+TEST(FormatBackendUri, EncodesWhatTheParserWouldMisread) {
+  blk::v1::Volume volume;
+  volume.mutable_file()->set_path("/srv/a b?c#d%e");
+  EXPECT_EQ(FormatBackendUri(volume), "file:///srv/a%20b%3Fc%23d%25e");
+}
+
+class BackendUriRoundTrip : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BackendUriRoundTrip, FormatOfParseGivesTheUriBack) {
+  absl::StatusOr<blk::v1::Volume> volume = ParseBackendUri(GetParam());
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  EXPECT_EQ(FormatBackendUri(*volume), GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(CanonicalUris, BackendUriRoundTrip,
+                         ::testing::Values("null://", "file:///", "file:///dev/sdb",
+                                           "file:///var/lib/blk/vol-1_a.img",
+                                           "file:///srv/a%20b%3Fc%23d%25e~",
+                                           "file:///%C3%A9t%C3%A9.img"));
+
+TEST(BackendUriRoundTrip, ParseOfFormatGivesThePathBack) {
+  blk::v1::Volume volume;
+  volume.mutable_file()->set_path("/odd path/with\t?#%&=+;,\"'[]{}\x7f\xff/é");
+  absl::StatusOr<blk::v1::Volume> parsed = ParseBackendUri(FormatBackendUri(volume));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->file().path(), volume.file().path());
+}
+
+}  // namespace
+}  // namespace blk::cli

@@ -1,0 +1,153 @@
+#include "output.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+
+namespace blk::cli {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+blk::v1::Volume LiveFileVolume() {
+  blk::v1::Volume volume;
+  volume.set_id("data-1");
+  volume.set_size_bytes(64ull << 20);
+  volume.set_logical_block_size(4096);
+  volume.set_queues(2);
+  volume.set_queue_depth(64);
+  volume.mutable_file()->set_path("/var/lib/blk/data 1.img");
+  volume.mutable_status()->set_state(blk::v1::VOLUME_STATE_LIVE);
+  volume.mutable_status()->set_device_path("/dev/ublkb3");
+  volume.mutable_status()->set_device_id(3);
+  return volume;
+}
+
+blk::v1::Volume FailedNullVolume() {
+  blk::v1::Volume volume;
+  volume.set_id("scratch");
+  volume.set_size_bytes(1536ull << 20);
+  volume.set_read_only(true);
+  volume.mutable_null();
+  volume.mutable_status()->set_state(blk::v1::VOLUME_STATE_FAILED);
+  volume.mutable_status()->set_device_id(-1);
+  volume.mutable_status()->set_message("ADD_DEV: Operation not permitted");
+  return volume;
+}
+
+TEST(StateName, IsTheLowercaseStateWithoutPrefix) {
+  EXPECT_EQ(StateName(blk::v1::VOLUME_STATE_CREATING), "creating");
+  EXPECT_EQ(StateName(blk::v1::VOLUME_STATE_LIVE), "live");
+  EXPECT_EQ(StateName(blk::v1::VOLUME_STATE_DELETING), "deleting");
+  EXPECT_EQ(StateName(blk::v1::VOLUME_STATE_FAILED), "failed");
+  EXPECT_EQ(StateName(blk::v1::VOLUME_STATE_UNSPECIFIED), "unknown");
+}
+
+TEST(RenderVolumeTable, AlignsColumnsAndFillsDocumentedDefaults) {
+  google::protobuf::RepeatedPtrField<blk::v1::Volume> volumes;
+  *volumes.Add() = LiveFileVolume();
+  *volumes.Add() = FailedNullVolume();
+  EXPECT_EQ(
+      RenderVolumeTable(volumes),
+      "ID       SIZE    BACKEND                           DEVICE       STATE   QUEUES  DEPTH\n"
+      "data-1   64MiB   file:///var/lib/blk/data%201.img  /dev/ublkb3  live    2       64\n"
+      "scratch  1.5GiB  null://                           -            failed  1       128\n");
+}
+
+TEST(RenderVolumeTable, WithoutVolumesIsJustTheHeader) {
+  EXPECT_EQ(RenderVolumeTable({}), "ID  SIZE  BACKEND  DEVICE  STATE  QUEUES  DEPTH\n");
+}
+
+TEST(RenderVolume, ListsEveryFieldOnePerLine) {
+  EXPECT_EQ(RenderVolume(LiveFileVolume()),
+            "id:           data-1\n"
+            "size:         64MiB (67108864 bytes)\n"
+            "backend:      file:///var/lib/blk/data%201.img\n"
+            "block size:   4096\n"
+            "queues:       2\n"
+            "queue depth:  64\n"
+            "read only:    no\n"
+            "state:        live\n"
+            "device:       /dev/ublkb3\n"
+            "device id:    3\n");
+}
+
+TEST(RenderVolume, ShowsTheStatusMessageOfAFailedVolume) {
+  EXPECT_EQ(RenderVolume(FailedNullVolume()),
+            "id:           scratch\n"
+            "size:         1.5GiB (1610612736 bytes)\n"
+            "backend:      null://\n"
+            "block size:   512\n"
+            "queues:       1\n"
+            "queue depth:  128\n"
+            "read only:    yes\n"
+            "state:        failed\n"
+            "device:       -\n"
+            "message:      ADD_DEV: Operation not permitted\n");
+}
+
+TEST(RenderNodeInfo, JoinsFeatureNamesWithCommas) {
+  blk::v1::GetNodeInfoResponse info;
+  info.set_kernel_release("6.12.12-amd64");
+  info.set_ublk_available(true);
+  info.set_ublk_features(0x1fe);
+  info.add_ublk_feature_names("COMP_IN_TASK");
+  info.add_ublk_feature_names("NEED_GET_DATA");
+  info.add_ublk_feature_names("USER_RECOVERY");
+  info.set_cpu_count(2);
+  info.set_agent_version("0.1.0");
+  EXPECT_EQ(RenderNodeInfo(info),
+            "kernel:         6.12.12-amd64\n"
+            "ublk:           available\n"
+            "ublk features:  0x1fe (COMP_IN_TASK, NEED_GET_DATA, USER_RECOVERY)\n"
+            "cpus:           2\n"
+            "agent version:  0.1.0\n");
+}
+
+TEST(RenderNodeInfo, SaysWhenUblkIsMissing) {
+  blk::v1::GetNodeInfoResponse info;
+  info.set_kernel_release("6.1.0-28-amd64");
+  info.set_cpu_count(4);
+  EXPECT_THAT(RenderNodeInfo(info), HasSubstr("ublk:           not available\n"
+                                              "ublk features:  0x0\n"));
+}
+
+TEST(RenderJson, UsesLowerCamelCaseFieldNames) {
+  blk::v1::GetVolumeResponse response;
+  *response.mutable_volume() = LiveFileVolume();
+  absl::StatusOr<std::string> json = RenderJson(response);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_THAT(*json, HasSubstr("\"devicePath\": \"/dev/ublkb3\""));
+  EXPECT_THAT(*json, HasSubstr("\"sizeBytes\": \"67108864\""));
+  EXPECT_THAT(*json, HasSubstr("\"logicalBlockSize\": 4096"));
+  EXPECT_THAT(*json, HasSubstr("\"state\": \"VOLUME_STATE_LIVE\""));
+  EXPECT_THAT(*json, Not(HasSubstr("device_path")));
+  EXPECT_EQ(json->back(), '\n');
+}
+
+TEST(RenderJson, LeavesOutFieldsAtTheirDefault) {
+  blk::v1::GetVolumeResponse response;
+  *response.mutable_volume() = FailedNullVolume();
+  absl::StatusOr<std::string> json = RenderJson(response);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_THAT(*json, Not(HasSubstr("queues")));
+  EXPECT_THAT(*json, Not(HasSubstr("devicePath")));
+  EXPECT_THAT(*json, HasSubstr("\"null\": {}"));
+}
+
+TEST(RenderJson, ParsesBackIntoTheSameMessage) {
+  blk::v1::ListVolumesResponse response;
+  *response.add_volumes() = LiveFileVolume();
+  *response.add_volumes() = FailedNullVolume();
+  absl::StatusOr<std::string> json = RenderJson(response);
+  ASSERT_TRUE(json.ok()) << json.status();
+  blk::v1::ListVolumesResponse parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(*json, &parsed).ok());
+  EXPECT_EQ(parsed.SerializeAsString(), response.SerializeAsString());
+}
+
+}  // namespace
+}  // namespace blk::cli

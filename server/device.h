@@ -1,0 +1,74 @@
+#pragma once
+
+#include <sched.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/backend.h"
+#include "server/backend_config.h"
+#include "server/device_config.h"
+#include "server/io_counters.h"
+#include "server/queue.h"
+#include "server/ublk_control.h"
+#include "server/unique_fd.h"
+
+namespace blk::server {
+
+// One ublk block device (/dev/ublkbN) and the threads that serve it. Owning a Device means the
+// kernel device exists; destroying it stops and deletes the kernel device.
+class Device {
+ public:
+  // Opens/validates the backend first (file: created sparse at size_bytes if missing; an existing
+  // regular file or block device smaller than size_bytes, or a missing parent directory:
+  // InvalidArgument), then ADD_DEV, SET_PARAMS, queue threads, START_DEV. On any failure
+  // everything is undone (device deleted, threads joined) and the error returned.
+  static absl::StatusOr<std::unique_ptr<Device>> Create(const DeviceConfig& config);
+  ~Device();  // Stop(/*force=*/true) if still running
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  int id() const { return static_cast<int>(dev_id_); }
+  std::string block_path() const;  // "/dev/ublkbN"
+  std::string char_path() const;   // "/dev/ublkcN"
+
+  // force=false: refused with FailedPrecondition naming the opener (pid and command, holder or
+  // mount point) while the block device is open; the device keeps working. force=true: stops
+  // regardless; openers get I/O errors. Then the queue threads end and the device is deleted.
+  // Idempotent.
+  absl::Status Stop(bool force);
+
+  uint64_t kernel_features() const { return kernel_features_; }
+  uint64_t device_flags() const { return device_flags_; }  // what ADD_DEV asked for
+  const DeviceConfig& config() const { return config_; }
+  size_t queue_count() const { return queues_.size(); }
+  const cpu_set_t& queue_cpus(size_t queue) const { return queues_[queue]->cpus(); }
+  const IoCounters& queue_counters(size_t queue) const { return queues_[queue]->counters(); }
+
+ private:
+  Device(const DeviceConfig& config, std::unique_ptr<ControlDevice> control,
+         std::unique_ptr<Storage> storage, uint32_t dev_id);
+  absl::Status StartQueuesAndDevice(uint32_t max_io_buf_bytes);
+  absl::Status RefuseIfOpen();
+  // Ends the queue threads, closes /dev/ublkcN and deletes the kernel device.
+  absl::Status TearDown();
+
+  std::mutex mutex_;
+  DeviceConfig config_;
+  std::unique_ptr<ControlDevice> control_;
+  std::unique_ptr<Storage> storage_;
+  uint32_t dev_id_;
+  uint64_t kernel_features_ = 0;
+  uint64_t device_flags_ = 0;
+  UniqueFd char_fd_;
+  std::vector<std::unique_ptr<Queue>> queues_;
+  bool started_ = false;
+  bool deleted_ = false;
+};
+
+}  // namespace blk::server

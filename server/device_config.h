@@ -1,0 +1,19 @@
+#pragma once
+
+#include <cstdint>
+
+#include "server/backend_config.h"
+
+namespace blk::server {
+
+struct DeviceConfig {
+  uint64_t size_bytes = 0;
+  uint32_t logical_block_size = 512;  // 512 or 4096
+  uint16_t queues = 1;
+  uint16_t queue_depth = 128;
+  bool read_only = false;
+  uint32_t max_io_bytes = 512 * 1024;
+  BackendConfig backend;
+};
+
+}  // namespace blk::server

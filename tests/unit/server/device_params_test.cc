@@ -1,0 +1,119 @@
+#include "server/device_params.h"
+
+#include <gtest/gtest.h>
+
+namespace blk::server {
+namespace {
+
+DeviceConfig TypicalConfig() {
+  DeviceConfig config;
+  config.size_bytes = 1ULL << 30;
+  config.logical_block_size = 512;
+  config.queues = 2;
+  config.queue_depth = 64;
+  config.max_io_bytes = 512 * 1024;
+  return config;
+}
+
+TEST(ChooseDeviceFlags, AsksForIoctlEncodingWhenTheKernelOffersIt) {
+  EXPECT_EQ(ChooseDeviceFlags(0x1fe, TypicalConfig()), abi::kFCmdIoctlEncode);
+  EXPECT_EQ(ChooseDeviceFlags(0x1fffff, TypicalConfig()), abi::kFCmdIoctlEncode);
+}
+
+TEST(ChooseDeviceFlags, AsksForNothingOnKernelsWithoutGetFeatures) {
+  EXPECT_EQ(ChooseDeviceFlags(0, TypicalConfig()), 0u);
+}
+
+TEST(ChooseDeviceFlags, NeverAsksForWhatTheKernelDoesNotOffer) {
+  const uint64_t offered = abi::kFUserRecovery | abi::kFZoned;
+  EXPECT_EQ(ChooseDeviceFlags(offered, TypicalConfig()) & ~offered, 0u);
+}
+
+TEST(BuildDevInfo, LetsTheKernelPickTheIdAndCarriesTheGeometry) {
+  abi::CtrlDevInfo info = BuildDevInfo(TypicalConfig(), abi::kFCmdIoctlEncode);
+  EXPECT_EQ(info.dev_id, 0xffffffffu);
+  EXPECT_EQ(info.nr_hw_queues, 2);
+  EXPECT_EQ(info.queue_depth, 64);
+  EXPECT_EQ(info.max_io_buf_bytes, 512u * 1024);
+  EXPECT_EQ(info.flags, abi::kFCmdIoctlEncode);
+}
+
+TEST(BuildParams, DescribesSizeBlockSizeAndTransferLimit) {
+  abi::Params params = BuildParams(TypicalConfig(), 256 * 1024);
+  EXPECT_EQ(params.len, sizeof(abi::Params));
+  EXPECT_EQ(params.types, abi::kParamTypeBasic | abi::kParamTypeDiscard);
+  EXPECT_EQ(params.basic.logical_bs_shift, 9);
+  EXPECT_EQ(params.basic.physical_bs_shift, 12);
+  EXPECT_GE(params.basic.physical_bs_shift, params.basic.logical_bs_shift);
+  EXPECT_EQ(params.basic.max_sectors, 512u);  // 256 KiB in sectors: the kernel's accepted size
+  EXPECT_EQ(params.basic.dev_sectors, (1ULL << 30) / 512);
+}
+
+TEST(BuildParams, FourKibibyteBlocksShiftByTwelve) {
+  DeviceConfig config = TypicalConfig();
+  config.logical_block_size = 4096;
+  abi::Params params = BuildParams(config, config.max_io_bytes);
+  EXPECT_EQ(params.basic.logical_bs_shift, 12);
+  EXPECT_EQ(params.basic.physical_bs_shift, 12);
+  EXPECT_EQ(params.discard.discard_granularity, 4096u);
+}
+
+TEST(BuildParams, VolatileCacheAndFuaSoFlushAndFuaReachTheBackend) {
+  abi::Params params = BuildParams(TypicalConfig(), 512 * 1024);
+  EXPECT_NE(params.basic.attrs & abi::kAttrVolatileCache, 0u);
+  EXPECT_NE(params.basic.attrs & abi::kAttrFua, 0u);
+  EXPECT_EQ(params.basic.attrs & abi::kAttrReadOnly, 0u);
+}
+
+TEST(BuildParams, ReadOnlyDeviceIsMarkedReadOnly) {
+  DeviceConfig config = TypicalConfig();
+  config.read_only = true;
+  EXPECT_NE(BuildParams(config, 512 * 1024).basic.attrs & abi::kAttrReadOnly, 0u);
+}
+
+TEST(BuildParams, DiscardAndWriteZeroesAreEnabled) {
+  abi::Params params = BuildParams(TypicalConfig(), 512 * 1024);
+  EXPECT_EQ(params.discard.discard_granularity, 512u);
+  EXPECT_GT(params.discard.max_discard_sectors, 0u);
+  EXPECT_GT(params.discard.max_write_zeroes_sectors, 0u);
+  EXPECT_EQ(params.discard.max_discard_segments, 1);
+}
+
+TEST(ValidateDeviceConfig, AcceptsATypicalConfig) {
+  EXPECT_TRUE(ValidateDeviceConfig(TypicalConfig()).ok());
+}
+
+TEST(ValidateDeviceConfig, RejectsOddBlockSizeNamingTheField) {
+  DeviceConfig config = TypicalConfig();
+  config.logical_block_size = 1024;
+  absl::Status status = ValidateDeviceConfig(config);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("logical_block_size"), absl::string_view::npos);
+}
+
+TEST(ValidateDeviceConfig, RejectsSizeThatIsNotAWholeNumberOfBlocks) {
+  DeviceConfig config = TypicalConfig();
+  config.logical_block_size = 4096;
+  config.size_bytes = 4096 * 10 + 512;
+  EXPECT_EQ(ValidateDeviceConfig(config).code(), absl::StatusCode::kInvalidArgument);
+  config.size_bytes = 0;
+  EXPECT_EQ(ValidateDeviceConfig(config).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ValidateDeviceConfig, RejectsZeroQueuesAndDepthBeyondTheKernelLimit) {
+  DeviceConfig config = TypicalConfig();
+  config.queues = 0;
+  EXPECT_NE(ValidateDeviceConfig(config).message().find("queues"), absl::string_view::npos);
+  config = TypicalConfig();
+  config.queue_depth = 4097;
+  EXPECT_NE(ValidateDeviceConfig(config).message().find("queue_depth"), absl::string_view::npos);
+}
+
+TEST(ValidateDeviceConfig, RejectsUnalignedMaxIoBytes) {
+  DeviceConfig config = TypicalConfig();
+  config.max_io_bytes = 1000;
+  EXPECT_NE(ValidateDeviceConfig(config).message().find("max_io_bytes"), absl::string_view::npos);
+}
+
+}  // namespace
+}  // namespace blk::server

@@ -1,0 +1,17 @@
+#include "server/backend.h"
+
+#include "server/file_backend.h"
+#include "server/null_backend.h"
+
+namespace blk::server {
+
+absl::StatusOr<std::unique_ptr<Storage>> OpenStorage(const DeviceConfig& config) {
+  if (const auto* file = std::get_if<FileBackendConfig>(&config.backend)) {
+    absl::StatusOr<std::unique_ptr<FileStorage>> storage = FileStorage::Open(file->path, config);
+    if (!storage.ok()) return storage.status();
+    return std::unique_ptr<Storage>(std::move(*storage));
+  }
+  return std::unique_ptr<Storage>(std::make_unique<NullStorage>(config.read_only));
+}
+
+}  // namespace blk::server

@@ -1,0 +1,85 @@
+#pragma once
+
+#include <sched.h>
+
+#include <atomic>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/backend.h"
+#include "server/io_counters.h"
+#include "server/mapping.h"
+#include "server/ring.h"
+#include "server/ublk_abi.h"
+#include "server/unique_fd.h"
+
+namespace blk::server {
+
+struct QueueSetup {
+  uint16_t queue_id = 0;
+  uint16_t depth = 0;
+  uint32_t max_io_bytes = 0;
+  int char_fd = -1;             // /dev/ublkcN, owned by the device
+  bool ioctl_encoding = false;  // UBLK_U_IO_* opcodes instead of the legacy ones
+  cpu_set_t cpus{};             // the queue's hctx CPU set; empty: no pinning
+  std::unique_ptr<Backend> backend;
+};
+
+// One ublk queue: a thread pinned to the queue's CPUs, owning one io_uring that carries both the
+// ublk I/O commands and the backend's I/O. The loop: fetch, hand to the backend, commit the result
+// (which fetches the tag's next request).
+class Queue {
+ public:
+  // Starts the thread and returns once it has a FETCH_REQ pending for every tag (START_DEV waits
+  // for exactly that), or the reason it could not.
+  static absl::StatusOr<std::unique_ptr<Queue>> Start(QueueSetup setup);
+  ~Queue();
+  Queue(const Queue&) = delete;
+  Queue& operator=(const Queue&) = delete;
+
+  // Asks the thread to leave as soon as no backend I/O is in flight; its pending fetches are
+  // cancelled when its ring closes. For stops where the kernel never aborts the fetches.
+  void RequestStop();
+  // Waits for the thread to end (it also ends by itself once the kernel aborted every tag).
+  void Join();
+
+  uint16_t id() const { return setup_.queue_id; }
+  const cpu_set_t& cpus() const { return setup_.cpus; }
+  bool pinned() const { return pinned_.load(std::memory_order_relaxed); }
+  const IoCounters& counters() const { return counters_; }
+  // Why the loop ended early, if it did (valid after Join).
+  absl::Status loop_status() const { return loop_status_; }
+
+ private:
+  explicit Queue(QueueSetup setup);
+  void Run(std::promise<absl::Status>* started);
+  absl::Status Prepare();
+  void Loop();
+  void OnUblkCompletion(uint16_t tag, int32_t res);
+  void OnBackendCompletion(uint16_t tag, const io_uring_cqe& cqe);
+  void Commit(uint16_t tag, int32_t result);
+  char* BufferOf(uint16_t tag) const;
+
+  QueueSetup setup_;
+  UniqueFd stop_fd_;  // eventfd the ring polls
+  std::thread thread_;
+  std::atomic<bool> pinned_{false};
+  absl::Status loop_status_;
+  IoCounters counters_;
+
+  // Owned by the queue thread.
+  std::unique_ptr<Ring> ring_;
+  Mapping descriptors_;
+  Mapping buffers_;
+  std::vector<uint8_t> op_of_tag_;  // op in flight, for the counters
+  uint32_t in_backend_ = 0;
+  uint32_t aborted_ = 0;
+  bool stop_requested_ = false;
+};
+
+}  // namespace blk::server

@@ -1,0 +1,40 @@
+#include "server/ring.h"
+
+#include <string.h>
+
+#include <cerrno>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace blk::server {
+
+absl::StatusOr<std::unique_ptr<Ring>> Ring::Create(unsigned entries) {
+  std::unique_ptr<Ring> ring(new Ring());
+  // Most wanted first; kernels before 6.1 (DEFER_TASKRUN) or 6.0 (SINGLE_ISSUER) say EINVAL.
+  const unsigned attempts[] = {
+      IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+      IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN,
+      IORING_SETUP_COOP_TASKRUN,
+      0,
+  };
+  int rc = -EINVAL;
+  for (unsigned flags : attempts) {
+    io_uring_params params{};
+    params.flags = flags;
+    params.cq_entries = entries * 2;
+    params.flags |= IORING_SETUP_CQSIZE;
+    rc = io_uring_queue_init_params(entries, &ring->ring_, &params);
+    if (rc == 0) {
+      ring->setup_flags_ = flags;
+      return ring;
+    }
+    if (rc != -EINVAL) break;
+  }
+  return absl::InternalError(
+      absl::StrCat("io_uring_queue_init(", entries, " entries): ", strerrordesc_np(-rc)));
+}
+
+Ring::~Ring() { io_uring_queue_exit(&ring_); }
+
+}  // namespace blk::server

@@ -1,0 +1,53 @@
+#pragma once
+
+#include <liburing.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+
+namespace blk::server {
+
+// What a completion belongs to, kept in the top byte of user_data.
+enum class CqeKind : uint8_t { kUblkCmd = 1, kBackend = 2, kStop = 3 };
+
+inline constexpr uint64_t EncodeUserData(CqeKind kind, uint16_t tag, uint32_t extra = 0) {
+  return (uint64_t{static_cast<uint8_t>(kind)} << 56) | (uint64_t{tag} << 32) | extra;
+}
+inline constexpr CqeKind KindOf(uint64_t user_data) {
+  return static_cast<CqeKind>(user_data >> 56);
+}
+inline constexpr uint16_t TagOf(uint64_t user_data) {
+  return static_cast<uint16_t>(user_data >> 32);
+}
+inline constexpr uint32_t ExtraOf(uint64_t user_data) { return static_cast<uint32_t>(user_data); }
+
+// An io_uring owned by one thread. Created with SINGLE_ISSUER and DEFER_TASKRUN (or COOP_TASKRUN)
+// where the kernel accepts them, plain otherwise.
+class Ring {
+ public:
+  static absl::StatusOr<std::unique_ptr<Ring>> Create(unsigned entries);
+  ~Ring();
+  Ring(const Ring&) = delete;
+  Ring& operator=(const Ring&) = delete;
+
+  io_uring* get() { return &ring_; }
+  unsigned setup_flags() const { return setup_flags_; }
+
+  // A free SQE; when the submission queue is full, submits what is queued first. nullptr only if
+  // even that fails.
+  io_uring_sqe* GetSqe() {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (sqe != nullptr) return sqe;
+    io_uring_submit(&ring_);
+    return io_uring_get_sqe(&ring_);
+  }
+
+ private:
+  Ring() = default;
+  io_uring ring_{};
+  unsigned setup_flags_ = 0;
+};
+
+}  // namespace blk::server

@@ -1,0 +1,69 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "server/backend.h"
+#include "server/unique_fd.h"
+
+namespace blk::server {
+
+// A regular file or a block device, opened once per device and shared by the queues' rings.
+class FileStorage final : public Storage {
+ public:
+  // A missing regular file is created sparse at config.size_bytes (its directory must exist); an
+  // existing file or block device must be at least that large. O_DIRECT is used when a probe read
+  // at the device's logical block size works, buffered I/O otherwise (tmpfs, 4k-only devices).
+  static absl::StatusOr<std::unique_ptr<FileStorage>> Open(const std::string& path,
+                                                           const DeviceConfig& config);
+  absl::StatusOr<std::unique_ptr<Backend>> NewQueueBackend(uint16_t queue_depth) override;
+
+  int fd() const { return fd_.get(); }
+  bool direct_io() const { return direct_io_; }
+  bool is_block_device() const { return is_block_device_; }
+
+ private:
+  FileStorage(UniqueFd fd, bool direct_io, bool is_block_device, bool read_only)
+      : fd_(std::move(fd)),
+        direct_io_(direct_io),
+        is_block_device_(is_block_device),
+        read_only_(read_only) {}
+
+  UniqueFd fd_;
+  bool direct_io_;
+  bool is_block_device_;
+  bool read_only_;
+};
+
+// Per-queue I/O on a FileStorage's descriptor through the queue's ring (a registered file).
+// Short reads and writes are resubmitted for the rest; a read past the end of the file reads
+// zeroes; FLUSH is fdatasync, DISCARD punches a hole, WRITE_ZEROES zeroes the range (punching a
+// hole where the file system cannot zero a range).
+class FileBackend final : public Backend {
+ public:
+  FileBackend(int fd, bool read_only, uint16_t queue_depth)
+      : fd_(fd), read_only_(read_only), tags_(queue_depth) {}
+
+  std::vector<int> Files() const override { return {fd_}; }
+  absl::Status Attach(Ring& ring, int first_file) override;
+  int32_t Submit(uint16_t tag, const BlockIo& io) override;
+  int32_t OnCompletion(uint16_t tag, const io_uring_cqe& cqe) override;
+
+ private:
+  struct TagState {
+    BlockIo io;
+    uint32_t done = 0;  // bytes transferred so far
+    bool punch_fallback = false;
+  };
+
+  // Queues the next SQE of the tag's I/O; returns kInFlight or an error.
+  int32_t Issue(uint16_t tag);
+
+  int fd_;
+  bool read_only_;
+  Ring* ring_ = nullptr;
+  int file_index_ = -1;
+  std::vector<TagState> tags_;
+};
+
+}  // namespace blk::server

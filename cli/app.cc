@@ -41,6 +41,17 @@ CLI::Validator BackendUriValidator() {
       "URI", "backend URI");
 }
 
+CLI::Validator PositiveCount() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        uint32_t count = 0;
+        if (absl::SimpleAtoi(input, &count) && count > 0) return {};
+        return absl::StrCat("expected a whole number from 1 to ", UINT32_MAX, ", got '", input,
+                            "'");
+      },
+      "N", "positive count");
+}
+
 CLI::Validator TimeoutValidator() {
   return CLI::Validator(
       [](std::string& input) -> std::string {
@@ -112,11 +123,11 @@ int RunBlkctl(int argc, const char* const* argv, std::ostream& out, std::ostream
       ->required()
       ->check(BackendUriValidator());
   create_volume->add_option("--queues", create.queues, "ublk hardware queues (default 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveCount());
   create_volume
       ->add_option("--queue-depth", create.queue_depth,
                    "Outstanding requests per queue (default 128)")
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveCount());
   create_volume
       ->add_option("--block-size", create.logical_block_size, "Logical block size: 512 or 4096")
       ->check(CLI::IsMember({512u, 4096u}));

@@ -1,9 +1,9 @@
 #pragma once
 
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "blk/v1/volume.pb.h"
 
 namespace blk::cli {

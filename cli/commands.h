@@ -2,9 +2,9 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "blk/v1/volume.pb.h"
 #include "output.h"
 #include "volume_client.h"

@@ -7,7 +7,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 
 namespace blk::cli {
 namespace {
@@ -79,8 +78,9 @@ std::string FormatSize(uint64_t bytes) {
     const uint64_t one = uint64_t{1} << unit->shift;
     if (bytes < one) continue;
     if (bytes % one == 0) return absl::StrCat(bytes / one, std::string(1, unit->letter), "iB");
-    return absl::StrFormat("%.1f%ciB", static_cast<double>(bytes) / static_cast<double>(one),
-                           unit->letter);
+    // Rounded down, so that a size just short of a unit never reads as the unit.
+    const uint64_t tenths = (bytes % one) * 10 / one;
+    return absl::StrCat(bytes / one, ".", tenths, std::string(1, unit->letter), "iB");
   }
   return absl::StrCat(bytes, "B");
 }

@@ -2,9 +2,9 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace blk::cli {
 
@@ -14,9 +14,9 @@ namespace blk::cli {
 // ("1.5G") are rejected: sizes must come out exact.
 absl::StatusOr<uint64_t> ParseSize(absl::string_view text);
 
-// The inverse for display: "64MiB" when the size is an exact multiple of a
-// unit, else one decimal of the largest unit that fits ("1.5GiB"), or plain
-// bytes ("512B") below 1 KiB.
+// For display: "64MiB" when the size is an exact multiple of a unit, else
+// the largest unit that fits with one decimal, rounded down ("1.5GiB"), and
+// plain bytes ("512B") below 1 KiB.
 std::string FormatSize(uint64_t bytes);
 
 }  // namespace blk::cli

@@ -1,7 +1,5 @@
 #include "app.h"
 
-#include <stdlib.h>
-
 #include <sstream>
 #include <string>
 #include <vector>
@@ -156,17 +154,6 @@ TEST_F(Blkctl, GlobalOptionsMayFollowTheCommand) {
   EXPECT_THAT(agent_.service().methods(), ElementsAre("ListVolumes"));
 }
 
-TEST_F(Blkctl, SocketComesFromTheEnvironmentUnlessGiven) {
-  ASSERT_EQ(setenv(kSocketEnv, agent_.socket_path().c_str(), 1), 0);
-  Outcome from_env = RunWith({"list-volumes"});
-  Outcome overridden = RunWith({"--socket", agent_.unused_socket_path(), "list-volumes"});
-  unsetenv(kSocketEnv);
-  EXPECT_EQ(from_env.exit_code, kExitOk) << from_env.err;
-  EXPECT_EQ(overridden.exit_code, kExitRpcError);
-  EXPECT_THAT(overridden.err, HasSubstr(agent_.unused_socket_path()));
-  EXPECT_EQ(agent_.service().calls(), 1);
-}
-
 TEST_F(Blkctl, TimeoutBoundsTheWaitForAHungAgent) {
   agent_.service().HangUntilCancelled();
   Outcome outcome = RunAgainstAgent({"--timeout", "300ms", "node-info"});
@@ -224,7 +211,10 @@ INSTANTIATE_TEST_SUITE_P(
             "--block-size: 1000 not in {512,4096}"},
         UsageCase{"ZeroQueues",
                   {"create-volume", "v1", "--size", "1G", "--backend", "null://", "--queues", "0"},
-                  "--queues"},
+                  "--queues: expected a whole number from 1 to 4294967295, got '0'"},
+        UsageCase{"NegativeQueues",
+                  {"create-volume", "v1", "--size", "1G", "--backend", "null://", "--queues", "-1"},
+                  "got '-1'"},
         UsageCase{"NonNumericDepth",
                   {"create-volume", "v1", "--size", "1G", "--backend", "null://", "--queue-depth",
                    "deep"},

@@ -123,6 +123,16 @@ TEST(BlkctlBinary, DefaultSocketComesFromBlkctlSocket) {
   EXPECT_THAT(listed.err, IsEmpty());
 }
 
+TEST(BlkctlBinary, SocketOptionOverridesBlkctlSocket) {
+  testing::FakeAgent agent;
+  const std::vector<std::string> env = {"BLKCTL_SOCKET=" + agent.socket_path()};
+  testing::TempDir dir;
+  Process run = RunBinary(dir, {"--socket", agent.unused_socket_path(), "list-volumes"}, &env);
+  EXPECT_EQ(run.exit_status, 1);
+  EXPECT_THAT(run.err, HasSubstr(agent.unused_socket_path()));
+  EXPECT_EQ(agent.service().calls(), 0);
+}
+
 TEST(BlkctlBinary, HelpNamesTheDefaultSocketAndItsVariable) {
   testing::TempDir dir;
   const std::vector<std::string> empty_env;

@@ -76,7 +76,9 @@ TEST(FormatSize, UsesTheLargestExactBinaryUnit) {
   EXPECT_EQ(FormatSize(1536 * kMiB), "1.5GiB");
   EXPECT_EQ(FormatSize(2 * kTiB), "2TiB");
   EXPECT_EQ(FormatSize(1000), "1000B");
-  EXPECT_EQ(FormatSize(1000000), "976.6KiB");
+  EXPECT_EQ(FormatSize(1000000), "976.5KiB");
+  EXPECT_EQ(FormatSize(kGiB - 1), "1023.9MiB");
+  EXPECT_EQ(FormatSize(UINT64_MAX), "16777215.9TiB");
 }
 
 TEST(FormatSize, ExactOutputParsesBackToTheSameSize) {

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "blk/v1/volume.grpc.pb.h"
@@ -28,7 +29,7 @@ namespace blk::cli::testing {
 
 class FakeVolumeService final : public blk::v1::VolumeService::Service {
  public:
-  // Ids the fake treats as open devices: deleting them needs force.
+  // The id the fake treats as an open device: deleting it needs force.
   static constexpr char kOpenVolumeId[] = "busy";
 
   grpc::Status CreateVolume(grpc::ServerContext* context,

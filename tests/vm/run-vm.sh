@@ -129,15 +129,21 @@ qemu=(
 )
 
 qemu_pid="" tail_pid=""
+# The streaming tail follows QEMU (--pid) and ends on its own once QEMU is gone.
 # shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
-  [[ -n "$qemu_pid" ]] && kill "$qemu_pid" 2>/dev/null && wait "$qemu_pid" 2>/dev/null
-  [[ -n "$tail_pid" ]] && kill "$tail_pid" 2>/dev/null && wait "$tail_pid" 2>/dev/null
-  return 0
+  local status=$?
+  trap '' INT TERM
+  if [[ -n "$qemu_pid" ]]; then
+    kill "$qemu_pid" 2>/dev/null || true
+    wait "$qemu_pid" 2>/dev/null || true
+  fi
+  [[ -z "$tail_pid" ]] || wait "$tail_pid" 2>/dev/null || true
+  exit "$status"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
-trap 'exit 143' TERM
+trap 'exit 143' TERM HUP
 
 started=$SECONDS
 timeout --kill-after=10 "$timeout_s" "${qemu[@]}" </dev/null >"$out/.vm/qemu.log" 2>&1 &

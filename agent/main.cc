@@ -103,13 +103,13 @@ int main(int argc, char** argv) {
   absl::StatusOr<blk::agent::StateDirLock> lock =
       blk::agent::StateDirLock::Acquire(options.state_dir);
   if (!lock.ok()) {
-    spdlog::critical("{}", lock.status().message());
+    spdlog::critical("{}", lock.status().ToString());
     return 1;
   }
   absl::StatusOr<blk::agent::VolumeRegistry> registry =
       blk::agent::VolumeRegistry::Open(options.state_dir);
   if (!registry.ok()) {
-    spdlog::critical("{}", registry.status().message());
+    spdlog::critical("{}", registry.status().ToString());
     return 1;
   }
   if (!PrepareSocketPath(options.socket)) return 1;

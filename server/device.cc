@@ -148,18 +148,19 @@ absl::Status Device::Stop(bool force) {
     if (!stopped.ok() && stopped.code() != absl::StatusCode::kNotFound) return stopped;
     started_ = false;
   }
-  return TearDown();
+  // A forced stop may leave openers behind; waiting for them would hang the caller.
+  return TearDown(/*wait_for_delete=*/!force);
 }
 
-absl::Status Device::TearDown() {
+absl::Status Device::TearDown(bool wait_for_delete) {
   // After STOP_DEV no request is outstanding; the kernel aborts the fetches, and the stop signal
   // covers kernels (and failed starts) where it does not.
   for (auto& queue : queues_) queue->RequestStop();
   for (auto& queue : queues_) queue->Join();
   queues_.clear();
-  // DEL_DEV waits for every reference to the device, including open /dev/ublkcN descriptors.
+  // The waiting DEL_DEV returns only once every reference is gone, our /dev/ublkcN included.
   char_fd_.Reset();
-  absl::Status deleted = control_->DelDev(dev_id_);
+  absl::Status deleted = control_->DelDev(dev_id_, wait_for_delete);
   if (!deleted.ok() && deleted.code() != absl::StatusCode::kNotFound) return deleted;
   deleted_ = true;
   return absl::OkStatus();

@@ -55,8 +55,9 @@ class Device {
          std::unique_ptr<Storage> storage, uint32_t dev_id);
   absl::Status StartQueuesAndDevice(uint32_t max_io_buf_bytes);
   absl::Status RefuseIfOpen();
-  // Ends the queue threads, closes /dev/ublkcN and deletes the kernel device.
-  absl::Status TearDown();
+  // Ends the queue threads, closes /dev/ublkcN and deletes the kernel device; waits for the
+  // deletion to finish only when nobody can still hold the device open.
+  absl::Status TearDown(bool wait_for_delete);
 
   std::mutex mutex_;
   DeviceConfig config_;

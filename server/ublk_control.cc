@@ -150,7 +150,14 @@ absl::Status ControlDevice::TryStopDev(uint32_t dev_id) {
       .status();
 }
 
-absl::Status ControlDevice::DelDev(uint32_t dev_id) {
+absl::Status ControlDevice::DelDev(uint32_t dev_id, bool wait) {
+  if (!wait && uses_ioctl_encoding()) {
+    absl::Status deleted =
+        Execute("DEL_DEV_ASYNC", abi::kUCmdDelDevAsync, abi::kUCmdDelDevAsync, DeviceCmd(dev_id))
+            .status();
+    // Kernels before 6.9 do not know the command.
+    if (deleted.code() != absl::StatusCode::kInvalidArgument) return deleted;
+  }
   return Execute("DEL_DEV", abi::kCmdDelDev, abi::kUCmdDelDev, DeviceCmd(dev_id)).status();
 }
 

@@ -41,8 +41,11 @@ class ControlDevice {
   absl::Status StopDev(uint32_t dev_id);
   // Only with UBLK_F_SAFE_STOP_DEV: FailedPrecondition when the block device is open.
   absl::Status TryStopDev(uint32_t dev_id);
-  // Waits until every reference to the device (including /dev/ublkcN opens) is gone.
-  absl::Status DelDev(uint32_t dev_id);
+  // Removes the device. With `wait`, returns once every reference is gone (including openers of
+  // /dev/ublkbN and /dev/ublkcN), so the id is free again. Without, uses DEL_DEV_ASYNC (6.9+)
+  // where the kernel has it: the nodes vanish at once and the id is freed when the last opener
+  // closes; older kernels only have the waiting form.
+  absl::Status DelDev(uint32_t dev_id, bool wait);
 
  private:
   ControlDevice(UniqueFd fd, io_uring ring) : fd_(std::move(fd)), ring_(ring) {}

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Usage: tests/vm/run-scenarios.sh BUILD_DIR [REGEX]
+#
+# The VM suite: for each kernel flavour (newest, then lts) boots ONE VM that
+# runs tests/vm/scenarios/all.sh BUILD_DIR, i.e. every scenario
+# tests/vm/scenarios/NN-*.sh (only those matching REGEX, when given). The
+# guest gets two NVMe namespaces backed by sparse files: 512-byte and
+# 4096-byte logical blocks (see nvme_namespace in scenarios/lib.sh).
+# Prints a summary and, last, `N passed, M failed`, counting scenario x
+# kernel; a scenario that never reported (the VM died) counts as failed.
+# Exits 0 only when everything passed.
+#
+# Environment:
+#   BLK_VM_KERNELS   flavours to boot (default "newest lts")
+#   BLK_VM_RESULTS   where the VM outputs go (default BUILD_DIR/vm-results)
+#   BLK_VM_TIMEOUT   seconds per VM (default 2400)
+#   BLK_SCENARIO_TIMEOUT, BLK_SCENARIO_DIR: passed on to all.sh
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+build_dir="${1:?usage: run-scenarios.sh BUILD_DIR [REGEX]}"
+[[ -d "$build_dir/bin" ]] || {
+  echo "run-scenarios: $build_dir/bin is not a directory (build first)" >&2
+  exit 2
+}
+build_dir="$(cd "$build_dir" && pwd)"
+if (($# > 1)); then
+  export BLK_SCENARIOS="$2"
+fi
+results_root="${BLK_VM_RESULTS:-$build_dir/vm-results}"
+read -ra kernels <<<"${BLK_VM_KERNELS:-newest lts}"
+scenario_dir="${BLK_SCENARIO_DIR:-$here/scenarios}"
+
+expected=()
+for path in "$scenario_dir"/[0-9][0-9]-*.sh; do
+  [[ -e "$path" ]] || continue
+  name="$(basename "$path" .sh)"
+  [[ -z "${BLK_SCENARIOS:-}" || "$name" =~ $BLK_SCENARIOS ]] && expected+=("$name")
+done
+((${#expected[@]} > 0)) || {
+  echo "run-scenarios: no scenario matches in $scenario_dir" >&2
+  exit 2
+}
+
+passed=0 failed=0
+summary=()
+for kernel in "${kernels[@]}"; do
+  out="$results_root/$kernel"
+  rm -rf "$out"
+  mkdir -p "$out"
+  truncate -s 256M "$out/nvme-512.img" "$out/nvme-4k.img"
+  vm_status=0
+  "$here/run-vm.sh" --kernel "$kernel" --out "$out" --timeout "${BLK_VM_TIMEOUT:-2400}" \
+    --nvme "$out/nvme-512.img:512" --nvme "$out/nvme-4k.img:4096" \
+    --keep "$build_dir" --keep "$scenario_dir" \
+    -- "$here/scenarios/all.sh" "$build_dir" || vm_status=$?
+  rm -f "$out/nvme-512.img" "$out/nvme-4k.img"
+
+  for name in "${expected[@]}"; do
+    verdict="$(awk -v n="$name" '$2 == n { print $1 " " $3 "s" }' "$out/results.txt" 2>/dev/null)"
+    if [[ "$verdict" == PASS* ]]; then
+      passed=$((passed + 1))
+    else
+      failed=$((failed + 1))
+      [[ -n "$verdict" ]] || verdict="FAIL (not run: the VM exited with status $vm_status)"
+    fi
+    summary+=("$(printf '%-6s  %-40s %s' "$kernel" "$name" "$verdict")")
+  done
+  if ((vm_status != 0 && vm_status != 1)); then
+    echo "run-scenarios: the $kernel VM failed (status $vm_status); see $out/console.log" >&2
+  fi
+done
+
+echo
+echo "VM scenarios (logs in $results_root):"
+printf '  %s\n' "${summary[@]}"
+echo "$passed passed, $failed failed"
+((failed == 0))

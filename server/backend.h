@@ -47,6 +47,8 @@ class Storage {
  public:
   virtual ~Storage() = default;
   virtual absl::StatusOr<std::unique_ptr<Backend>> NewQueueBackend(uint16_t queue_depth) = 0;
+  // The device could not be created: remove what opening the storage created (a new file).
+  virtual void AbandonCreated() {}
 };
 
 // Opens and validates the configured backend (see FileStorage::Open for the file rules).

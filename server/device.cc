@@ -64,11 +64,17 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceConfig& confi
   absl::StatusOr<std::unique_ptr<Storage>> storage = OpenStorage(config);
   if (!storage.ok()) return storage.status();
   absl::StatusOr<std::unique_ptr<ControlDevice>> control = ControlDevice::Open();
-  if (!control.ok()) return control.status();
+  if (!control.ok()) {
+    (*storage)->AbandonCreated();
+    return control.status();
+  }
 
   const uint64_t flags = ChooseDeviceFlags((*control)->features(), config);
   absl::StatusOr<abi::CtrlDevInfo> info = (*control)->AddDev(BuildDevInfo(config, flags));
-  if (!info.ok()) return info.status();
+  if (!info.ok()) {
+    (*storage)->AbandonCreated();
+    return info.status();
+  }
 
   // From here the kernel device exists: the Device owns it, and its destructor removes it.
   std::unique_ptr<Device> device(
@@ -77,6 +83,7 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceConfig& confi
   absl::Status started = device->StartQueuesAndDevice(info->max_io_buf_bytes);
   if (!started.ok()) {
     device->Stop(/*force=*/true).IgnoreError();
+    device->storage_->AbandonCreated();
     return absl::Status(started.code(),
                         absl::StrCat("ublk device ", device->id(), ": ", started.message()));
   }

@@ -41,6 +41,7 @@ absl::StatusOr<std::unique_ptr<FileStorage>> FileStorage::Open(const std::string
   const int access = config.read_only ? O_RDONLY : O_RDWR;
 
   struct stat st {};
+  bool created = false;
   if (::stat(path.c_str(), &st) != 0) {
     if (errno != ENOENT) return PathError(path, "stat", errno);
     std::filesystem::path parent = std::filesystem::path(path).parent_path();
@@ -50,14 +51,15 @@ absl::StatusOr<std::unique_ptr<FileStorage>> FileStorage::Open(const std::string
       return absl::InvalidArgumentError(absl::StrCat("backend file ", path, ": parent directory ",
                                                      parent.string(), " does not exist"));
     }
-    UniqueFd created(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-    if (!created.valid()) return PathError(path, "create", errno);
-    if (::ftruncate(created.get(), static_cast<off_t>(config.size_bytes)) != 0) {
+    UniqueFd new_file(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (!new_file.valid()) return PathError(path, "create", errno);
+    if (::ftruncate(new_file.get(), static_cast<off_t>(config.size_bytes)) != 0) {
       int err = errno;
       ::unlink(path.c_str());
       return PathError(path, absl::StrCat("extend to ", config.size_bytes, " bytes"), err);
     }
-    if (::fstat(created.get(), &st) != 0) return PathError(path, "stat", errno);
+    if (::fstat(new_file.get(), &st) != 0) return PathError(path, "stat", errno);
+    created = true;
   }
 
   const bool is_block_device = S_ISBLK(st.st_mode);
@@ -84,8 +86,17 @@ absl::StatusOr<std::unique_ptr<FileStorage>> FileStorage::Open(const std::string
         "backend ", is_block_device ? "block device " : "file ", path, " has ", size,
         " bytes, smaller than the requested device size of ", config.size_bytes, " bytes"));
   }
-  return std::unique_ptr<FileStorage>(
+  std::unique_ptr<FileStorage> storage(
       new FileStorage(std::move(fd), direct, is_block_device, config.read_only));
+  if (created) storage->created_path_ = path;
+  return storage;
+}
+
+void FileStorage::AbandonCreated() {
+  if (created_path_.empty()) return;
+  fd_.Reset();
+  ::unlink(created_path_.c_str());
+  created_path_.clear();
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> FileStorage::NewQueueBackend(uint16_t queue_depth) {

@@ -17,6 +17,7 @@ class FileStorage final : public Storage {
   static absl::StatusOr<std::unique_ptr<FileStorage>> Open(const std::string& path,
                                                            const DeviceConfig& config);
   absl::StatusOr<std::unique_ptr<Backend>> NewQueueBackend(uint16_t queue_depth) override;
+  void AbandonCreated() override;
 
   int fd() const { return fd_.get(); }
   bool direct_io() const { return direct_io_; }
@@ -29,6 +30,7 @@ class FileStorage final : public Storage {
         is_block_device_(is_block_device),
         read_only_(read_only) {}
 
+  std::string created_path_;  // set when Open created the file
   UniqueFd fd_;
   bool direct_io_;
   bool is_block_device_;

@@ -51,9 +51,11 @@ kill_group() {
   return 0
 }
 
-# Returns 1 when the scenario left ublk devices behind.
+# clean_up_after PGID DEVICES_BEFORE: returns 1 when the scenario left ublk
+# devices behind (beyond those that existed before it), after removing them.
 clean_up_after() {
-  local pgid="$1" leaked=0 source target rest
+  local pgid="$1" before="$2" source target rest dev
+  local left=()
   kill_group "$pgid"
   while read -r source target rest; do
     if [[ "$source" == /dev/ublkb* ]]; then
@@ -61,16 +63,18 @@ clean_up_after() {
       umount -l "$target"
     fi
   done </proc/mounts
-  mapfile -t left < <(ublk_devices)
-  if ((${#left[@]} > 0)); then
-    echo "cleanup: the scenario left ublk devices behind: ${left[*]}"
-    leaked=1
-    if command -v blk_vm_reap >/dev/null; then
-      blk_vm_reap || echo "cleanup: blk_vm_reap failed; later scenarios may see these devices"
-    fi
-  fi
   rm -rf /tmp/blk-*
-  return "$leaked"
+  for dev in $(ublk_devices); do
+    [[ " $before " == *" $dev "* ]] || left+=("$dev")
+  done
+  ((${#left[@]} > 0)) || return 0
+  echo "cleanup: the scenario left ublk devices behind: ${left[*]}"
+  if command -v blk_vm_reap >/dev/null; then
+    blk_vm_reap "${left[@]#/dev/ublkc}" || echo "cleanup: blk_vm_reap failed"
+  else
+    echo "cleanup: no blk_vm_reap in PATH to remove them; later scenarios will see them"
+  fi
+  return 1
 }
 
 passed=0 failed=0
@@ -86,6 +90,7 @@ for path in "${scenarios[@]}"; do
   name="$(basename "$path" .sh)"
   echo "=== RUN $name"
   started=$SECONDS
+  before="$(ublk_devices | tr '\n' ' ')"
   # timeout puts the scenario in a process group of its own (pgid = its pid),
   # so anything the scenario forgot can be found and killed afterwards.
   BLK_SCENARIO="$name" BLK_SCENARIO_OUT="$BLK_VM_OUT/scenarios/$name" \
@@ -94,7 +99,7 @@ for path in "${scenarios[@]}"; do
   status=0
   wait "$pgid" || status=$?
   ((status == 124 || status == 137)) && echo "$name: timed out after ${limit}s"
-  clean_up_after "$pgid" || { ((status != 0)) || status=1; }
+  clean_up_after "$pgid" "$before" || { ((status != 0)) || status=1; }
   seconds=$((SECONDS - started))
   if ((status == 0)); then
     verdict=PASS passed=$((passed + 1))

@@ -73,6 +73,8 @@ modprobe -d "$job_modbase" ublk_drv || fail "modprobe ublk_drv failed"
 modprobe -d "$job_modbase" nvme || echo "guest-init: modprobe nvme failed"
 modprobe -d "$job_modbase" null_blk nr_devices=1 queue_mode=2 irqmode=0 submit_queues=2 ||
   echo "guest-init: modprobe null_blk failed"
+# Scenarios mount file systems on ublk devices (e.g. to test deletes of mounted volumes).
+modprobe -d "$job_modbase" ext4 || echo "guest-init: modprobe ext4 failed"
 
 read -r uptime _ </proc/uptime
 echo "$uptime" >"$blk_out/.vm/boot-seconds"

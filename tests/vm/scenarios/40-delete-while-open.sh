@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Deleting a volume whose device is in use is refused unless forced; forced, the
+# device goes away, its user gets errors, and nothing hangs.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+device_open_by_someone() {
+  local link
+  for link in /proc/[0-9]*/fd/*; do
+    [[ "$(readlink "$link" 2>/dev/null)" == "$1" ]] && return 0
+  done
+  return 1
+}
+
+start_agent
+ctl create-volume busy --size 64M --queues 2 --backend "file://$WORK/busy.img"
+dev="$(volume_device busy)"
+
+step "fio running on $dev"
+pick_fio_engine
+fio --name=busy --filename="$dev" --direct=1 --ioengine="$fio_engine" --rw=randrw --bs=4k \
+  --iodepth=8 --time_based --runtime=300 >"$LOG_DIR/fio-busy.log" 2>&1 &
+fio_pid=$!
+on_exit kill -KILL "$fio_pid"
+wait_for "fio to open $dev" 60 device_open_by_someone "$dev"
+
+expect_fail_with "FAILED_PRECONDITION" "delete without --force while fio runs" \
+  ctl delete-volume busy
+expect_eq "state after the refused delete" VOLUME_STATE_LIVE \
+  "$(ctl get-volume busy -o json | jq -r .volume.status.state)"
+[[ -b "$dev" ]] || fail "$dev vanished after a refused delete"
+
+step "delete --force"
+ctl delete-volume busy --force
+[[ ! -e "$dev" ]] || fail "$dev still exists after a forced delete"
+wait_for "fio to end after the forced delete" 120 process_gone "$fio_pid"
+fio_status=0
+wait "$fio_pid" || fio_status=$?
+((fio_status != 0)) || fail "fio reported success on a device deleted under it"
+echo "ok: fio ended with status $fio_status"
+
+if command -v mkfs.ext4 >/dev/null; then
+  step "a mounted file system also counts as open"
+  ctl create-volume mounted --size 64M --backend "file://$WORK/mounted.img"
+  mdev="$(volume_device mounted)"
+  mkfs.ext4 -q "$mdev"
+  mkdir -p "$WORK/mnt"
+  mount "$mdev" "$WORK/mnt"
+  on_exit umount -l "$WORK/mnt"
+  echo hello >"$WORK/mnt/hello"
+  expect_fail_with "FAILED_PRECONDITION" "delete of a mounted volume" ctl delete-volume mounted
+  umount "$WORK/mnt"
+  ctl delete-volume mounted
+fi
+stop_agent

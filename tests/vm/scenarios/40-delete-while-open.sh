@@ -20,7 +20,8 @@ pick_fio_engine
 fio --name=busy --filename="$dev" --direct=1 --ioengine="$fio_engine" --rw=randrw --bs=4k \
   --iodepth=8 --time_based --runtime=300 >"$LOG_DIR/fio-busy.log" 2>&1 &
 fio_pid=$!
-on_exit kill -KILL "$fio_pid"
+stop_fio() { kill -KILL "$fio_pid" 2>/dev/null || true; }
+on_exit stop_fio
 wait_for "fio to open $dev" 60 device_open_by_someone "$dev"
 
 expect_fail_with "FAILED_PRECONDITION" "delete without --force while fio runs" \

@@ -17,62 +17,68 @@
 #   BLK_SCENARIO_TIMEOUT, BLK_SCENARIO_DIR: passed on to all.sh
 set -euo pipefail
 
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-build_dir="${1:?usage: run-scenarios.sh BUILD_DIR [REGEX]}"
-[[ -d "$build_dir/bin" ]] || {
-  echo "run-scenarios: $build_dir/bin is not a directory (build first)" >&2
-  exit 2
-}
-build_dir="$(cd "$build_dir" && pwd)"
-if (($# > 1)); then
-  export BLK_SCENARIOS="$2"
-fi
-results_root="${BLK_VM_RESULTS:-$build_dir/vm-results}"
-read -ra kernels <<<"${BLK_VM_KERNELS:-newest lts}"
-scenario_dir="${BLK_SCENARIO_DIR:-$here/scenarios}"
-
-expected=()
-for path in "$scenario_dir"/[0-9][0-9]-*.sh; do
-  [[ -e "$path" ]] || continue
-  name="$(basename "$path" .sh)"
-  [[ -z "${BLK_SCENARIOS:-}" || "$name" =~ $BLK_SCENARIOS ]] && expected+=("$name")
-done
-((${#expected[@]} > 0)) || {
-  echo "run-scenarios: no scenario matches in $scenario_dir" >&2
-  exit 2
-}
-
-passed=0 failed=0
-summary=()
-for kernel in "${kernels[@]}"; do
-  out="$results_root/$kernel"
-  rm -rf "$out"
-  mkdir -p "$out"
-  truncate -s 256M "$out/nvme-512.img" "$out/nvme-4k.img"
-  vm_status=0
-  "$here/run-vm.sh" --kernel "$kernel" --out "$out" --timeout "${BLK_VM_TIMEOUT:-2400}" \
-    --nvme "$out/nvme-512.img:512" --nvme "$out/nvme-4k.img:4096" \
-    --keep "$build_dir" --keep "$scenario_dir" \
-    -- "$here/scenarios/all.sh" "$build_dir" || vm_status=$?
-  rm -f "$out/nvme-512.img" "$out/nvme-4k.img"
-
-  for name in "${expected[@]}"; do
-    verdict="$(awk -v n="$name" '$2 == n { print $1 " " $3 "s" }' "$out/results.txt" 2>/dev/null)"
-    if [[ "$verdict" == PASS* ]]; then
-      passed=$((passed + 1))
-    else
-      failed=$((failed + 1))
-      [[ -n "$verdict" ]] || verdict="FAIL (not run: the VM exited with status $vm_status)"
-    fi
-    summary+=("$(printf '%-6s  %-40s %s' "$kernel" "$name" "$verdict")")
-  done
-  if ((vm_status != 0 && vm_status != 1)); then
-    echo "run-scenarios: the $kernel VM failed (status $vm_status); see $out/console.log" >&2
+# Everything runs inside main: bash parses a function whole before running it,
+# so editing this file while it runs (the VM takes minutes) cannot derail it.
+main() {
+  here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+  build_dir="${1:?usage: run-scenarios.sh BUILD_DIR [REGEX]}"
+  [[ -d "$build_dir/bin" ]] || {
+    echo "run-scenarios: $build_dir/bin is not a directory (build first)" >&2
+    exit 2
+  }
+  build_dir="$(cd "$build_dir" && pwd)"
+  if (($# > 1)); then
+    export BLK_SCENARIOS="$2"
   fi
-done
+  results_root="${BLK_VM_RESULTS:-$build_dir/vm-results}"
+  read -ra kernels <<<"${BLK_VM_KERNELS:-newest lts}"
+  scenario_dir="${BLK_SCENARIO_DIR:-$here/scenarios}"
 
-echo
-echo "VM scenarios (logs in $results_root):"
-printf '  %s\n' "${summary[@]}"
-echo "$passed passed, $failed failed"
-((failed == 0))
+  expected=()
+  for path in "$scenario_dir"/[0-9][0-9]-*.sh; do
+    [[ -e "$path" ]] || continue
+    name="$(basename "$path" .sh)"
+    [[ -z "${BLK_SCENARIOS:-}" || "$name" =~ $BLK_SCENARIOS ]] && expected+=("$name")
+  done
+  ((${#expected[@]} > 0)) || {
+    echo "run-scenarios: no scenario matches in $scenario_dir" >&2
+    exit 2
+  }
+
+  passed=0 failed=0
+  summary=()
+  for kernel in "${kernels[@]}"; do
+    out="$results_root/$kernel"
+    rm -rf "$out"
+    mkdir -p "$out"
+    truncate -s 256M "$out/nvme-512.img" "$out/nvme-4k.img"
+    vm_status=0
+    "$here/run-vm.sh" --kernel "$kernel" --out "$out" --timeout "${BLK_VM_TIMEOUT:-2400}" \
+      --nvme "$out/nvme-512.img:512" --nvme "$out/nvme-4k.img:4096" \
+      --keep "$build_dir" --keep "$scenario_dir" \
+      -- "$here/scenarios/all.sh" "$build_dir" || vm_status=$?
+    rm -f "$out/nvme-512.img" "$out/nvme-4k.img"
+
+    for name in "${expected[@]}"; do
+      verdict="$(awk -v n="$name" '$2 == n { print $1 " " $3 "s" }' "$out/results.txt" 2>/dev/null)"
+      if [[ "$verdict" == PASS* ]]; then
+        passed=$((passed + 1))
+      else
+        failed=$((failed + 1))
+        [[ -n "$verdict" ]] || verdict="FAIL (not run: the VM exited with status $vm_status)"
+      fi
+      summary+=("$(printf '%-6s  %-40s %s' "$kernel" "$name" "$verdict")")
+    done
+    if ((vm_status != 0 && vm_status != 1)); then
+      echo "run-scenarios: the $kernel VM failed (status $vm_status); see $out/console.log" >&2
+    fi
+  done
+
+  echo
+  echo "VM scenarios (logs in $results_root):"
+  printf '  %s\n' "${summary[@]}"
+  echo "$passed passed, $failed failed"
+  ((failed == 0))
+}
+
+main "$@"

@@ -25,162 +25,168 @@
 # 125 when the VM died before the script finished.
 set -euo pipefail
 
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# Everything runs inside main: bash parses a function whole before running it,
+# so editing this file while it runs (the VM takes minutes) cannot derail it.
+main() {
+  here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
-die() {
-  echo "run-vm: $*" >&2
-  exit 2
-}
+  die() {
+    echo "run-vm: $*" >&2
+    exit 2
+  }
 
-flavour="" out="" mem=2G smp=2 timeout_s=1200 quiet=0
-nvme_images=() keep_paths=()
-while (($# > 0)); do
-  case "$1" in
-    --kernel) flavour="${2:?--kernel needs a value}" && shift 2 ;;
-    --out) out="${2:?--out needs a value}" && shift 2 ;;
-    --mem) mem="${2:?--mem needs a value}" && shift 2 ;;
-    --smp) smp="${2:?--smp needs a value}" && shift 2 ;;
-    --timeout) timeout_s="${2:?--timeout needs a value}" && shift 2 ;;
-    --nvme) nvme_images+=("${2:?--nvme needs a value}") && shift 2 ;;
-    --keep) keep_paths+=("${2:?--keep needs a value}") && shift 2 ;;
-    --quiet) quiet=1 && shift ;;
-    -h | --help)
-      sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
-      exit 0
-      ;;
-    --) shift && break ;;
-    *) die "unknown argument '$1' (see --help)" ;;
-  esac
-done
-(($# > 0)) || die "missing '-- SCRIPT [ARGS...]'"
-[[ "$flavour" == lts || "$flavour" == newest ]] || die "--kernel must be lts or newest"
-[[ -n "$out" ]] || die "missing --out DIR"
-[[ "$timeout_s" =~ ^[0-9]+$ ]] || die "--timeout wants seconds, got '$timeout_s'"
-[[ "$smp" =~ ^[0-9]+$ ]] || die "--smp wants a number, got '$smp'"
+  flavour="" out="" mem=2G smp=2 timeout_s=1200 quiet=0
+  nvme_images=() keep_paths=()
+  while (($# > 0)); do
+    case "$1" in
+      --kernel) flavour="${2:?--kernel needs a value}" && shift 2 ;;
+      --out) out="${2:?--out needs a value}" && shift 2 ;;
+      --mem) mem="${2:?--mem needs a value}" && shift 2 ;;
+      --smp) smp="${2:?--smp needs a value}" && shift 2 ;;
+      --timeout) timeout_s="${2:?--timeout needs a value}" && shift 2 ;;
+      --nvme) nvme_images+=("${2:?--nvme needs a value}") && shift 2 ;;
+      --keep) keep_paths+=("${2:?--keep needs a value}") && shift 2 ;;
+      --quiet) quiet=1 && shift ;;
+      -h | --help)
+        sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+        exit 0
+        ;;
+      --) shift && break ;;
+      *) die "unknown argument '$1' (see --help)" ;;
+    esac
+  done
+  (($# > 0)) || die "missing '-- SCRIPT [ARGS...]'"
+  [[ "$flavour" == lts || "$flavour" == newest ]] || die "--kernel must be lts or newest"
+  [[ -n "$out" ]] || die "missing --out DIR"
+  [[ "$timeout_s" =~ ^[0-9]+$ ]] || die "--timeout wants seconds, got '$timeout_s'"
+  [[ "$smp" =~ ^[0-9]+$ ]] || die "--smp wants a number, got '$smp'"
 
-mkdir -p "$out"
-out="$(cd "$out" && pwd)"
-# The path goes on the kernel command line and into a 9p mount.
-[[ "$out" =~ ^/[A-Za-z0-9._/+-]+$ ]] || die "--out path '$out' has characters the kernel command line cannot carry"
+  mkdir -p "$out"
+  out="$(cd "$out" && pwd)"
+  # The path goes on the kernel command line and into a 9p mount.
+  [[ "$out" =~ ^/[A-Za-z0-9._/+-]+$ ]] || die "--out path '$out' has characters the kernel command line cannot carry"
 
-script="$1"
-shift
-if [[ "$script" == */* ]]; then
-  script="$(cd "$(dirname "$script")" && pwd)/$(basename "$script")"
-  [[ -x "$script" ]] || die "$script is not an executable file"
-fi
-
-command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not found (run scripts/setup.sh)"
-kernel_dir="$("$here/fetch-kernel.sh" "$flavour")" || die "cannot fetch the $flavour kernel"
-
-nvme_args=()
-index=0
-for spec in "${nvme_images[@]}"; do
-  image="${spec%%:*}" lbs=""
-  [[ "$spec" == *:* ]] && lbs="${spec#*:}"
-  [[ -f "$image" ]] || die "NVMe image '$image' is not a file"
-  device="nvme,serial=blkvm$index,drive=nv$index"
-  [[ -n "$lbs" ]] && device+=",logical_block_size=$lbs,physical_block_size=$lbs"
-  nvme_args+=(-drive "file=$image,if=none,id=nv$index,format=raw,cache=unsafe" -device "$device")
-  index=$((index + 1))
-done
-
-rm -rf "$out/.vm"
-rm -f "$out/exit-status" "$out/guest.log" "$out/console.log"
-mkdir -p "$out/.vm"
-: >"$out/guest.log"
-
-env_pass=()
-while IFS= read -r name; do
-  env_pass+=("$name=${!name}")
-done < <(compgen -e | grep -E '^BLK_' | grep -vE '^BLK_VM_(KERNEL|OUT)$' || true)
-
-# Prints NAME=(quoted words...) for the guest to source.
-print_array() {
-  local name="$1"
+  script="$1"
   shift
-  printf '%s=(' "$name"
-  (($# > 0)) && printf '%q ' "$@"
-  printf ')\n'
-}
-
-{
-  printf 'job_cwd=%q\n' "$PWD"
-  printf 'job_flavour=%q\n' "$flavour"
-  printf 'job_release=%q\n' "$(cat "$kernel_dir/version")"
-  printf 'job_modbase=%q\n' "$kernel_dir/$(cat "$kernel_dir/modbase")"
-  print_array job_argv "$script" "$@"
-  print_array job_env "${env_pass[@]}"
-  print_array job_keep "${keep_paths[@]}"
-} >"$out/.vm/job"
-
-# shellcheck disable=SC2054 # the commas are QEMU's option syntax
-qemu=(
-  qemu-system-x86_64 -nodefaults -no-user-config
-  -accel tcg,thread=multi -cpu max -smp "$smp" -m "$mem"
-  -display none -monitor none -serial "file:$out/console.log" -no-reboot
-  -kernel "$kernel_dir/vmlinuz" -initrd "$kernel_dir/initramfs.cpio"
-  -append "console=ttyS0 quiet panic=-1 mitigations=off blk_init=$here/guest-init.sh blk_out=$out"
-  -fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap
-  -device virtio-9p-pci,fsdev=root,mount_tag=/dev/root
-  -fsdev "local,id=out,path=$out,security_model=none,multidevs=remap"
-  -device virtio-9p-pci,fsdev=out,mount_tag=blkout
-  "${nvme_args[@]}"
-)
-
-qemu_pid="" tail_pid=""
-# The streaming tail follows QEMU (--pid) and ends on its own once QEMU is gone.
-# shellcheck disable=SC2317 # called by the EXIT trap
-cleanup() {
-  local status=$?
-  trap '' INT TERM
-  if [[ -n "$qemu_pid" ]]; then
-    kill "$qemu_pid" 2>/dev/null || true
-    wait "$qemu_pid" 2>/dev/null || true
+  if [[ "$script" == */* ]]; then
+    script="$(cd "$(dirname "$script")" && pwd)/$(basename "$script")"
+    [[ -x "$script" ]] || die "$script is not an executable file"
   fi
-  [[ -z "$tail_pid" ]] || wait "$tail_pid" 2>/dev/null || true
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM HUP
 
-started=$SECONDS
-timeout --kill-after=10 "$timeout_s" "${qemu[@]}" </dev/null >"$out/.vm/qemu.log" 2>&1 &
-qemu_pid=$!
-if ((quiet == 0)); then
-  tail -n +1 -F -s 0.2 --pid="$qemu_pid" "$out/guest.log" 2>/dev/null |
-    sed -u "s/^/[$flavour] /" &
-  tail_pid=$!
-fi
+  command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not found (run scripts/setup.sh)"
+  kernel_dir="$("$here/fetch-kernel.sh" "$flavour")" || die "cannot fetch the $flavour kernel"
 
-qemu_status=0
-wait "$qemu_pid" || qemu_status=$?
-qemu_pid=""
-if [[ -n "$tail_pid" ]]; then
-  wait "$tail_pid" || true
-  tail_pid=""
-fi
+  nvme_args=()
+  index=0
+  for spec in "${nvme_images[@]}"; do
+    image="${spec%%:*}" lbs=""
+    [[ "$spec" == *:* ]] && lbs="${spec#*:}"
+    [[ -f "$image" ]] || die "NVMe image '$image' is not a file"
+    device="nvme,serial=blkvm$index,drive=nv$index"
+    [[ -n "$lbs" ]] && device+=",logical_block_size=$lbs,physical_block_size=$lbs"
+    nvme_args+=(-drive "file=$image,if=none,id=nv$index,format=raw,cache=unsafe" -device "$device")
+    index=$((index + 1))
+  done
 
-elapsed=$((SECONDS - started))
-boot="?"
-[[ -f "$out/.vm/boot-seconds" ]] && boot="$(cat "$out/.vm/boot-seconds")"
+  rm -rf "$out/.vm"
+  rm -f "$out/exit-status" "$out/guest.log" "$out/console.log"
+  mkdir -p "$out/.vm"
+  : >"$out/guest.log"
 
-if [[ -f "$out/exit-status" ]]; then
-  status="$(cat "$out/exit-status")"
-  echo "run-vm: $flavour kernel $(cat "$kernel_dir/version"): script exited $status" \
-    "(boot ${boot}s, total ${elapsed}s)" >&2
-  exit "$status"
-fi
+  env_pass=()
+  while IFS= read -r name; do
+    env_pass+=("$name=${!name}")
+  done < <(compgen -e | grep -E '^BLK_' | grep -vE '^BLK_VM_(KERNEL|OUT)$' || true)
 
-if ((qemu_status == 124 || qemu_status == 137)); then
-  echo "run-vm: the $flavour VM timed out after ${timeout_s}s; last console lines:" >&2
+  # Prints NAME=(quoted words...) for the guest to source.
+  print_array() {
+    local name="$1"
+    shift
+    printf '%s=(' "$name"
+    (($# > 0)) && printf '%q ' "$@"
+    printf ')\n'
+  }
+
+  {
+    printf 'job_cwd=%q\n' "$PWD"
+    printf 'job_flavour=%q\n' "$flavour"
+    printf 'job_release=%q\n' "$(cat "$kernel_dir/version")"
+    printf 'job_modbase=%q\n' "$kernel_dir/$(cat "$kernel_dir/modbase")"
+    print_array job_argv "$script" "$@"
+    print_array job_env "${env_pass[@]}"
+    print_array job_keep "${keep_paths[@]}"
+  } >"$out/.vm/job"
+
+  # shellcheck disable=SC2054 # the commas are QEMU's option syntax
+  qemu=(
+    qemu-system-x86_64 -nodefaults -no-user-config
+    -accel tcg,thread=multi -cpu max -smp "$smp" -m "$mem"
+    -display none -monitor none -serial "file:$out/console.log" -no-reboot
+    -kernel "$kernel_dir/vmlinuz" -initrd "$kernel_dir/initramfs.cpio"
+    -append "console=ttyS0 quiet panic=-1 mitigations=off blk_init=$here/guest-init.sh blk_out=$out"
+    -fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap
+    -device virtio-9p-pci,fsdev=root,mount_tag=/dev/root
+    -fsdev "local,id=out,path=$out,security_model=none,multidevs=remap"
+    -device virtio-9p-pci,fsdev=out,mount_tag=blkout
+    "${nvme_args[@]}"
+  )
+
+  qemu_pid="" tail_pid=""
+  # The streaming tail follows QEMU (--pid) and ends on its own once QEMU is gone.
+  # shellcheck disable=SC2317 # called by the EXIT trap
+  cleanup() {
+    local status=$?
+    trap '' INT TERM
+    if [[ -n "$qemu_pid" ]]; then
+      kill "$qemu_pid" 2>/dev/null || true
+      wait "$qemu_pid" 2>/dev/null || true
+    fi
+    [[ -z "$tail_pid" ]] || wait "$tail_pid" 2>/dev/null || true
+    exit "$status"
+  }
+  trap cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM HUP
+
+  started=$SECONDS
+  timeout --kill-after=10 "$timeout_s" "${qemu[@]}" </dev/null >"$out/.vm/qemu.log" 2>&1 &
+  qemu_pid=$!
+  if ((quiet == 0)); then
+    tail -n +1 -F -s 0.2 --pid="$qemu_pid" "$out/guest.log" 2>/dev/null |
+      sed -u "s/^/[$flavour] /" &
+    tail_pid=$!
+  fi
+
+  qemu_status=0
+  wait "$qemu_pid" || qemu_status=$?
+  qemu_pid=""
+  if [[ -n "$tail_pid" ]]; then
+    wait "$tail_pid" || true
+    tail_pid=""
+  fi
+
+  elapsed=$((SECONDS - started))
+  boot="?"
+  [[ -f "$out/.vm/boot-seconds" ]] && boot="$(cat "$out/.vm/boot-seconds")"
+
+  if [[ -f "$out/exit-status" ]]; then
+    status="$(cat "$out/exit-status")"
+    echo "run-vm: $flavour kernel $(cat "$kernel_dir/version"): script exited $status" \
+      "(boot ${boot}s, total ${elapsed}s)" >&2
+    exit "$status"
+  fi
+
+  if ((qemu_status == 124 || qemu_status == 137)); then
+    echo "run-vm: the $flavour VM timed out after ${timeout_s}s; last console lines:" >&2
+    tail -n 30 "$out/console.log" >&2 || true
+    exit 124
+  fi
+  echo "run-vm: the $flavour VM stopped (qemu status $qemu_status) before the script finished;" \
+    "qemu said:" >&2
+  tail -n 10 "$out/.vm/qemu.log" >&2 || true
+  echo "run-vm: last console lines:" >&2
   tail -n 30 "$out/console.log" >&2 || true
-  exit 124
-fi
-echo "run-vm: the $flavour VM stopped (qemu status $qemu_status) before the script finished;" \
-  "qemu said:" >&2
-tail -n 10 "$out/.vm/qemu.log" >&2 || true
-echo "run-vm: last console lines:" >&2
-tail -n 30 "$out/console.log" >&2 || true
-exit 125
+  exit 125
+}
+
+main "$@"

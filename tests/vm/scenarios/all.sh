@@ -14,101 +14,107 @@
 #   BLK_SCENARIO_DIR      where the scenarios are (default: next to this file)
 set -uo pipefail
 
-build_dir="${1:?usage: all.sh BUILD_DIR}"
-[[ -d "$build_dir/bin" ]] || {
-  echo "all.sh: $build_dir/bin is not a directory"
-  exit 2
-}
-build_dir="$(cd "$build_dir" && pwd)"
-scenario_dir="${BLK_SCENARIO_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}"
-limit="${BLK_SCENARIO_TIMEOUT:-600}"
-filter="${BLK_SCENARIOS:-}"
-results="${BLK_VM_OUT:?all.sh runs in the test VM (BLK_VM_OUT unset)}/results.txt"
+# Everything runs inside main: bash parses a function whole before running it,
+# so editing this file while it runs (the VM takes minutes) cannot derail it.
+main() {
+  build_dir="${1:?usage: all.sh BUILD_DIR}"
+  [[ -d "$build_dir/bin" ]] || {
+    echo "all.sh: $build_dir/bin is not a directory"
+    exit 2
+  }
+  build_dir="$(cd "$build_dir" && pwd)"
+  scenario_dir="${BLK_SCENARIO_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}"
+  limit="${BLK_SCENARIO_TIMEOUT:-600}"
+  filter="${BLK_SCENARIOS:-}"
+  results="${BLK_VM_OUT:?all.sh runs in the test VM (BLK_VM_OUT unset)}/results.txt"
 
-export PATH="$build_dir/bin:$PATH"
-export BLK_BUILD_DIR="$build_dir"
-: >"$results"
+  export PATH="$build_dir/bin:$PATH"
+  export BLK_BUILD_DIR="$build_dir"
+  : >"$results"
 
-ublk_devices() {
-  local dev
-  for dev in /dev/ublkc[0-9]*; do
-    [[ -e "$dev" ]] && echo "$dev"
-  done
-  return 0
-}
+  ublk_devices() {
+    local dev
+    for dev in /dev/ublkc[0-9]*; do
+      [[ -e "$dev" ]] && echo "$dev"
+    done
+    return 0
+  }
 
-# Kills what the scenario left in its process group; TERM first, then KILL.
-kill_group() {
-  local pgid="$1" deadline=$((SECONDS + 10))
-  kill -0 -- "-$pgid" 2>/dev/null || return 0
-  echo "cleanup: killing processes the scenario left running:"
-  ps -e -o pgid=,pid=,args= | awk -v g="$pgid" '$1 == g { $1 = ""; print " " $0 }'
-  kill -TERM -- "-$pgid" 2>/dev/null
-  while kill -0 -- "-$pgid" 2>/dev/null && ((SECONDS < deadline)); do
-    sleep 0.1
-  done
-  kill -KILL -- "-$pgid" 2>/dev/null
-  return 0
-}
+  # Kills what the scenario left in its process group; TERM first, then KILL.
+  kill_group() {
+    local pgid="$1" deadline=$((SECONDS + 10))
+    kill -0 -- "-$pgid" 2>/dev/null || return 0
+    echo "cleanup: killing processes the scenario left running:"
+    ps -e -o pgid=,pid=,args= | awk -v g="$pgid" '$1 == g { $1 = ""; print " " $0 }'
+    kill -TERM -- "-$pgid" 2>/dev/null
+    while kill -0 -- "-$pgid" 2>/dev/null && ((SECONDS < deadline)); do
+      sleep 0.1
+    done
+    kill -KILL -- "-$pgid" 2>/dev/null
+    return 0
+  }
 
-# clean_up_after PGID DEVICES_BEFORE: returns 1 when the scenario left ublk
-# devices behind (beyond those that existed before it), after removing them.
-clean_up_after() {
-  local pgid="$1" before="$2" source target rest dev
-  local left=()
-  kill_group "$pgid"
-  while read -r source target rest; do
-    if [[ "$source" == /dev/ublkb* ]]; then
-      echo "cleanup: unmounting $target ($source)"
-      umount -l "$target"
+  # clean_up_after PGID DEVICES_BEFORE: returns 1 when the scenario left ublk
+  # devices behind (beyond those that existed before it), after removing them.
+  clean_up_after() {
+    local pgid="$1" before="$2" source target rest dev
+    local left=()
+    kill_group "$pgid"
+    while read -r source target rest; do
+      if [[ "$source" == /dev/ublkb* ]]; then
+        echo "cleanup: unmounting $target ($source)"
+        umount -l "$target"
+      fi
+    done </proc/mounts
+    rm -rf /tmp/blk-*
+    for dev in $(ublk_devices); do
+      [[ " $before " == *" $dev "* ]] || left+=("$dev")
+    done
+    ((${#left[@]} > 0)) || return 0
+    echo "cleanup: the scenario left ublk devices behind: ${left[*]}"
+    if command -v blk_vm_reap >/dev/null; then
+      blk_vm_reap "${left[@]#/dev/ublkc}" || echo "cleanup: blk_vm_reap failed"
+    else
+      echo "cleanup: no blk_vm_reap in PATH to remove them; later scenarios will see them"
     fi
-  done </proc/mounts
-  rm -rf /tmp/blk-*
-  for dev in $(ublk_devices); do
-    [[ " $before " == *" $dev "* ]] || left+=("$dev")
+    return 1
+  }
+
+  passed=0 failed=0
+  scenarios=()
+  for path in "$scenario_dir"/[0-9][0-9]-*.sh; do
+    [[ -e "$path" ]] || continue
+    name="$(basename "$path" .sh)"
+    [[ -z "$filter" || "$name" =~ $filter ]] && scenarios+=("$path")
   done
-  ((${#left[@]} > 0)) || return 0
-  echo "cleanup: the scenario left ublk devices behind: ${left[*]}"
-  if command -v blk_vm_reap >/dev/null; then
-    blk_vm_reap "${left[@]#/dev/ublkc}" || echo "cleanup: blk_vm_reap failed"
-  else
-    echo "cleanup: no blk_vm_reap in PATH to remove them; later scenarios will see them"
-  fi
-  return 1
+  echo "all.sh: ${#scenarios[@]} scenario(s) on $(uname -r), build $build_dir"
+
+  for path in "${scenarios[@]}"; do
+    name="$(basename "$path" .sh)"
+    echo "=== RUN $name"
+    started=$SECONDS
+    before="$(ublk_devices | tr '\n' ' ')"
+    # timeout puts the scenario in a process group of its own (pgid = its pid),
+    # so anything the scenario forgot can be found and killed afterwards.
+    BLK_SCENARIO="$name" BLK_SCENARIO_OUT="$BLK_VM_OUT/scenarios/$name" \
+      timeout --kill-after=10 "$limit" "$path" </dev/null &
+    pgid=$!
+    status=0
+    wait "$pgid" || status=$?
+    ((status == 124 || status == 137)) && echo "$name: timed out after ${limit}s"
+    clean_up_after "$pgid" "$before" || { ((status != 0)) || status=1; }
+    seconds=$((SECONDS - started))
+    if ((status == 0)); then
+      verdict=PASS passed=$((passed + 1))
+    else
+      verdict=FAIL failed=$((failed + 1))
+    fi
+    echo "$verdict $name (${seconds}s)"
+    echo "$verdict $name $seconds" >>"$results"
+  done
+
+  echo "all.sh: $passed passed, $failed failed on $(uname -r)"
+  ((failed == 0))
 }
 
-passed=0 failed=0
-scenarios=()
-for path in "$scenario_dir"/[0-9][0-9]-*.sh; do
-  [[ -e "$path" ]] || continue
-  name="$(basename "$path" .sh)"
-  [[ -z "$filter" || "$name" =~ $filter ]] && scenarios+=("$path")
-done
-echo "all.sh: ${#scenarios[@]} scenario(s) on $(uname -r), build $build_dir"
-
-for path in "${scenarios[@]}"; do
-  name="$(basename "$path" .sh)"
-  echo "=== RUN $name"
-  started=$SECONDS
-  before="$(ublk_devices | tr '\n' ' ')"
-  # timeout puts the scenario in a process group of its own (pgid = its pid),
-  # so anything the scenario forgot can be found and killed afterwards.
-  BLK_SCENARIO="$name" BLK_SCENARIO_OUT="$BLK_VM_OUT/scenarios/$name" \
-    timeout --kill-after=10 "$limit" "$path" </dev/null &
-  pgid=$!
-  status=0
-  wait "$pgid" || status=$?
-  ((status == 124 || status == 137)) && echo "$name: timed out after ${limit}s"
-  clean_up_after "$pgid" "$before" || { ((status != 0)) || status=1; }
-  seconds=$((SECONDS - started))
-  if ((status == 0)); then
-    verdict=PASS passed=$((passed + 1))
-  else
-    verdict=FAIL failed=$((failed + 1))
-  fi
-  echo "$verdict $name (${seconds}s)"
-  echo "$verdict $name $seconds" >>"$results"
-done
-
-echo "all.sh: $passed passed, $failed failed on $(uname -r)"
-((failed == 0))
+main "$@"

@@ -23,7 +23,7 @@ while read -r module; do
   $bb insmod "/modules/$module" || fail "insmod $module failed"
 done </modules/order
 
-$bb mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000 /dev/root /newroot ||
+$bb mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose /dev/root /newroot ||
   fail "mounting the host root over 9p failed"
 
 [ -n "$blk_init" ] || fail "no blk_init= on the kernel command line"

@@ -1,6 +1,7 @@
 #include "server/backend.h"
 
 #include "server/file_backend.h"
+#include "server/nbd_storage.h"
 #include "server/null_backend.h"
 
 namespace blk::server {
@@ -8,6 +9,11 @@ namespace blk::server {
 absl::StatusOr<std::unique_ptr<Storage>> OpenStorage(const DeviceConfig& config) {
   if (const auto* file = std::get_if<FileBackendConfig>(&config.backend)) {
     absl::StatusOr<std::unique_ptr<FileStorage>> storage = FileStorage::Open(file->path, config);
+    if (!storage.ok()) return storage.status();
+    return std::unique_ptr<Storage>(std::move(*storage));
+  }
+  if (const auto* nbd = std::get_if<NbdBackendConfig>(&config.backend)) {
+    absl::StatusOr<std::unique_ptr<NbdStorage>> storage = NbdStorage::Open(*nbd, config);
     if (!storage.ok()) return storage.status();
     return std::unique_ptr<Storage>(std::move(*storage));
   }

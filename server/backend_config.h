@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <variant>
 
@@ -11,6 +12,12 @@ struct NullBackendConfig {};
 struct FileBackendConfig {
   std::string path;
 };
-using BackendConfig = std::variant<NullBackendConfig, FileBackendConfig>;
+// A remote export: "nbd://host[:port]/export" or "nbd+unix:///export?socket=PATH". Requests
+// wait up to io_timeout_ms for a lost connection to come back, then fail with EIO.
+struct NbdBackendConfig {
+  std::string uri;
+  uint32_t io_timeout_ms = 30000;
+};
+using BackendConfig = std::variant<NullBackendConfig, FileBackendConfig, NbdBackendConfig>;
 
 }  // namespace blk::server

@@ -1,0 +1,44 @@
+// A device backed by a remote NBD export. One connection per queue when the server advertises
+// multi-conn. Without it the volume must use a single queue (one connection shared by several
+// queue threads would need a lock or a forwarding thread on the hot path; a volume on such a
+// server is refused with more than one queue instead).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "server/backend.h"
+#include "server/nbd_backend.h"
+#include "server/nbd_handshake.h"
+#include "server/nbd_uri.h"
+
+namespace blk::server {
+
+class NbdStorage final : public Storage {
+ public:
+  // Connects and negotiates; refuses a volume larger than the export, a writable volume on a
+  // read-only export, and a logical block size below the server's minimum.
+  static absl::StatusOr<std::unique_ptr<NbdStorage>> Open(const NbdBackendConfig& backend,
+                                                          const DeviceConfig& config);
+  absl::StatusOr<std::unique_ptr<Backend>> NewQueueBackend(uint16_t queue_depth) override;
+
+  const nbd::ExportInfo& export_info() const { return info_; }
+  const std::shared_ptr<NbdStats>& stats() const { return stats_; }
+
+ private:
+  NbdStorage() = default;
+
+  NbdAddress address_;
+  nbd::ExportInfo info_;
+  NbdBackendOptions options_;
+  std::optional<NbdConnection> first_;  // made by Open, used by the first queue
+  int queues_made_ = 0;
+  std::shared_ptr<NbdStats> stats_ = std::make_shared<NbdStats>();
+};
+
+// Connects once to learn what the export offers (e.g. its size, for a volume created without
+// one). Blocking.
+absl::StatusOr<nbd::ExportInfo> ProbeNbdExport(const std::string& uri);
+
+}  // namespace blk::server

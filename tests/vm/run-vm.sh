@@ -114,7 +114,8 @@ main() {
     printf 'job_modbase=%q\n' "$kernel_dir/$(cat "$kernel_dir/modbase")"
     print_array job_argv "$script" "$@"
     print_array job_env "${env_pass[@]}"
-    print_array job_keep "${keep_paths[@]}"
+    # The modules must stay reachable when the cache lives under /tmp.
+    print_array job_keep "${keep_paths[@]}" "$kernel_dir"
   } >"$out/.vm/job"
 
   # shellcheck disable=SC2054 # the commas are QEMU's option syntax

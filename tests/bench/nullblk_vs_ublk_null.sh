@@ -9,7 +9,7 @@
 # only the ratio within one boot means something.
 #
 # Environment: BLK_BENCH_RUNTIME (seconds per run, default 10),
-#              BLK_BENCH_ROUNDS (A/B pairs, default 2)
+#              BLK_BENCH_ROUNDS (A/B pairs, default 3)
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 
@@ -23,7 +23,7 @@ main() {
   source "$(dirname "${BASH_SOURCE[0]}")/../vm/scenarios/lib.sh"
 
   runtime="${BLK_BENCH_RUNTIME:-10}"
-  rounds="${BLK_BENCH_ROUNDS:-2}"
+  rounds="${BLK_BENCH_ROUNDS:-3}"
 
   [[ -b /dev/nullb0 ]] || fail "no /dev/nullb0 (null_blk not loaded)"
   pick_fio_engine

@@ -97,7 +97,7 @@ main() {
     # timeout puts the scenario in a process group of its own (pgid = its pid),
     # so anything the scenario forgot can be found and killed afterwards.
     BLK_SCENARIO="$name" BLK_SCENARIO_OUT="$BLK_VM_OUT/scenarios/$name" \
-      timeout --kill-after=10 "$limit" "$path" </dev/null &
+      timeout --kill-after=10 "$limit" bash "$path" </dev/null &
     pgid=$!
     status=0
     wait "$pgid" || status=$?

@@ -1,0 +1,318 @@
+// The NBD backend against real nbdkit processes (and a lying fake server), driven directly
+// through its ring: no ublk device needed.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+
+#include "server/nbd_storage.h"
+#include "server/ublk_abi.h"
+#include "tests/integration/nbd_fake_server.h"
+#include "tests/integration/nbd_test_support.h"
+
+namespace blk::server {
+namespace {
+
+using testing_nbd::Driver;
+using testing_nbd::FakeNbdServer;
+using testing_nbd::Lie;
+using testing_nbd::NbdKit;
+
+constexpr uint64_t kExportBytes = 64ull << 20;
+constexpr uint16_t kDepth = 32;
+
+class NbdBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir_template[] = "/tmp/nbd-test.XXXXXX";
+    ASSERT_NE(::mkdtemp(dir_template), nullptr);
+    dir_ = dir_template;
+  }
+  void TearDown() override {
+    driver_.reset();
+    storage_.reset();
+    kit_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::string Socket() const { return dir_ + "/nbd.sock"; }
+
+  void StartKit(std::vector<std::string> args, bool tcp = false) {
+    kit_ = std::make_unique<NbdKit>(tcp ? "" : Socket(), tcp ? testing_nbd::FreeTcpPort() : 0,
+                                    std::move(args));
+    ASSERT_TRUE(kit_->Start()) << "nbdkit did not start";
+  }
+
+  // Opens the storage and one queue's backend on `uri`.
+  absl::Status Open(const std::string& uri, uint32_t io_timeout_ms = 30000,
+                    uint64_t size = kExportBytes, bool read_only = false) {
+    DeviceConfig config;
+    config.size_bytes = size;
+    config.read_only = read_only;
+    config.queue_depth = kDepth;
+    NbdBackendConfig backend{uri, io_timeout_ms};
+    absl::StatusOr<std::unique_ptr<NbdStorage>> storage = NbdStorage::Open(backend, config);
+    if (!storage.ok()) return storage.status();
+    storage_ = std::move(*storage);
+    absl::StatusOr<std::unique_ptr<Backend>> queue_backend = storage_->NewQueueBackend(kDepth);
+    if (!queue_backend.ok()) return queue_backend.status();
+    driver_ = std::make_unique<Driver>(std::move(*queue_backend), kDepth);
+    return driver_->attach_status();
+  }
+
+  static BlockIo Io(uint8_t op, uint64_t offset, uint32_t length, uint32_t flags = 0) {
+    BlockIo io;
+    io.op = op;
+    io.offset = offset;
+    io.length = length;
+    io.flags = flags;
+    return io;
+  }
+
+  // Writes random data at random sector-aligned places, kDepth at a time (the per-batch ranges do
+  // not overlap), mirroring it in model_; then reads random ranges back and compares.
+  void RandomWriteReadBack(uint64_t span, int rounds, uint32_t max_io = 256 * 1024,
+                           uint32_t extra_flags = 0) {
+    if (model_.size() < span) model_.resize(span, 0);
+    for (int round = 0; round < rounds; ++round) {
+      std::vector<BlockIo> ios;
+      const uint64_t slot = span / kDepth;
+      for (uint16_t tag = 0; tag < kDepth; ++tag) {
+        const uint32_t length =
+            512 * static_cast<uint32_t>(1 + rng_() % std::min<uint64_t>(max_io, slot) / 512);
+        const uint64_t room = (slot - length) / 512;
+        const uint64_t offset = tag * slot + 512 * (room ? rng_() % room : 0);
+        ios.push_back(Io(abi::kIoOpWrite, offset, length, extra_flags));
+        uint8_t* buffer = driver_->Buffer(tag);
+        for (uint32_t i = 0; i < length; ++i) buffer[i] = static_cast<uint8_t>(rng_());
+        std::memcpy(model_.data() + offset, buffer, length);
+      }
+      std::vector<int32_t> results = driver_->Run(ios);
+      for (uint16_t tag = 0; tag < kDepth; ++tag) {
+        ASSERT_EQ(results[tag], static_cast<int32_t>(ios[tag].length)) << "write tag " << tag;
+      }
+    }
+    ExpectReadsMatchModel(span, 4);
+  }
+
+  void ExpectReadsMatchModel(uint64_t span, int rounds) {
+    for (int round = 0; round < rounds; ++round) {
+      std::vector<BlockIo> ios;
+      for (uint16_t tag = 0; tag < kDepth; ++tag) {
+        const uint32_t length = 512 * static_cast<uint32_t>(1 + rng_() % 512);
+        const uint64_t offset = 512 * (rng_() % ((span - length) / 512));
+        ios.push_back(Io(abi::kIoOpRead, offset, length));
+      }
+      std::vector<int32_t> results = driver_->Run(ios);
+      for (uint16_t tag = 0; tag < kDepth; ++tag) {
+        ASSERT_EQ(results[tag], static_cast<int32_t>(ios[tag].length)) << "read tag " << tag;
+        ASSERT_EQ(
+            std::memcmp(driver_->Buffer(tag), model_.data() + ios[tag].offset, ios[tag].length), 0)
+            << "data differs at " << ios[tag].offset << "+" << ios[tag].length;
+      }
+    }
+  }
+
+  bool RangeIsZero(uint16_t tag, uint32_t length) {
+    const uint8_t* b = driver_->Buffer(tag);
+    for (uint32_t i = 0; i < length; ++i) {
+      if (b[i] != 0) return false;
+    }
+    return true;
+  }
+
+  std::string dir_;
+  std::unique_ptr<NbdKit> kit_;
+  std::unique_ptr<NbdStorage> storage_;
+  std::unique_ptr<Driver> driver_;
+  std::vector<uint8_t> model_;
+  std::mt19937_64 rng_{12345};
+};
+
+TEST_F(NbdBackendTest, RandomWritesReadBackOverUnixSocket) {
+  StartKit({"memory", "64M"});
+  ASSERT_TRUE(Open(kit_->uri()).ok());
+  EXPECT_TRUE(storage_->export_info().structured_replies);
+  RandomWriteReadBack(kExportBytes, 4);
+}
+
+TEST_F(NbdBackendTest, RandomWritesReadBackOverLoopbackTcp) {
+  StartKit({"memory", "64M"}, /*tcp=*/true);
+  ASSERT_TRUE(Open(kit_->uri()).ok());
+  RandomWriteReadBack(kExportBytes, 4);
+}
+
+TEST_F(NbdBackendTest, SimpleRepliesOnlyWithNoSr) {
+  StartKit({"--no-sr", "memory", "64M"});
+  ASSERT_TRUE(Open(kit_->uri()).ok());
+  EXPECT_FALSE(storage_->export_info().structured_replies);
+  RandomWriteReadBack(kExportBytes, 3);
+}
+
+TEST_F(NbdBackendTest, FuaFlushTrimAndWriteZeroes) {
+  StartKit({"memory", "64M"});
+  ASSERT_TRUE(Open(kit_->uri()).ok());
+  const nbd::ExportInfo& info = storage_->export_info();
+  EXPECT_TRUE(info.can_fua() && info.can_flush() && info.can_trim() && info.can_write_zeroes());
+  RandomWriteReadBack(1 << 20, 1, 64 * 1024, abi::kIoFFua);
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
+
+  std::memset(driver_->Buffer(0), 0x5c, 65536);
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, 0, 65536)), 65536);
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpWriteZeroes, 4096, 8192)), 8192);
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpDiscard, 32768, 32768)), 32768);
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 65536)), 65536);
+  const uint8_t* b = driver_->Buffer(0);
+  EXPECT_EQ(b[4095], 0x5c);
+  EXPECT_EQ(b[4096], 0);
+  EXPECT_EQ(b[4096 + 8191], 0);
+  EXPECT_EQ(b[4096 + 8192], 0x5c);
+  EXPECT_EQ(b[32767], 0x5c);
+  EXPECT_EQ(b[32768], 0);  // the memory plugin reads trimmed ranges as zeroes
+}
+
+TEST_F(NbdBackendTest, RequestsAboveTheServerMaximumAreSplit) {
+  // The policy filter advertises a 64 KiB maximum and refuses anything larger: a 1 MiB I/O only
+  // works when split.
+  StartKit({"--filter=blocksize-policy", "memory", "64M", "blocksize-maximum=65536",
+            "blocksize-error-policy=error"});
+  ASSERT_TRUE(Open(kit_->uri()).ok());
+  EXPECT_EQ(storage_->export_info().max_payload, 65536u);
+  RandomWriteReadBack(kExportBytes, 2, Driver::kMaxIoBytes);
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, Driver::kMaxIoBytes)), 1 << 20);
+}
+
+TEST_F(NbdBackendTest, BlocksizeFilterSplittingOnTheServerKeepsData) {
+  StartKit({"--filter=blocksize", "memory", "64M", "maxdata=4096", "minblock=512"});
+  ASSERT_TRUE(Open(kit_->uri()).ok());
+  RandomWriteReadBack(kExportBytes, 2);
+}
+
+TEST_F(NbdBackendTest, ServerErrorsMapToErrno) {
+  StartKit({"--filter=error", "memory", "64M", "error-pwrite=ENOSPC", "error-pwrite-rate=100%"});
+  ASSERT_TRUE(Open(kit_->uri()).ok());
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, 0, 4096)), -ENOSPC);
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 4096)), 4096);
+  EXPECT_EQ(storage_->stats()->server_errors.load(), 1u);
+  EXPECT_EQ(storage_->stats()->reconnects.load(), 0u);
+}
+
+TEST_F(NbdBackendTest, ErrorFileInjectsEioWhileItExists) {
+  const std::string trigger = dir_ + "/inject";
+  StartKit(
+      {"--filter=error", "memory", "64M", "error=EIO", "error-rate=100%", "error-file=" + trigger});
+  ASSERT_TRUE(Open(kit_->uri()).ok());
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 4096)), 4096);
+  std::ofstream(trigger).put('x');
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 4096)), -EIO);
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, 0, 4096)), -EIO);
+  std::filesystem::remove(trigger);
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 4096)), 4096);
+  EXPECT_EQ(storage_->stats()->server_errors.load(), 2u);
+}
+
+TEST_F(NbdBackendTest, DelayedRepliesArePipelined) {
+  StartKit({"--filter=delay", "memory", "64M", "rdelay=300ms"});
+  ASSERT_TRUE(Open(kit_->uri()).ok());
+  std::vector<BlockIo> reads;
+  for (uint16_t tag = 0; tag < 16; ++tag) reads.push_back(Io(abi::kIoOpRead, tag * 4096, 4096));
+  const auto start = testing_nbd::Clock::now();
+  std::vector<int32_t> results = driver_->Run(reads);
+  const auto elapsed = testing_nbd::Clock::now() - start;
+  for (int32_t r : results) EXPECT_EQ(r, 4096);
+  // One after the other would take 16 x 300 ms; in flight together it is a few delays at most.
+  EXPECT_LT(elapsed, std::chrono::milliseconds(16 * 300 / 2));
+}
+
+TEST_F(NbdBackendTest, LargerVolumeThanExportIsRefused) {
+  StartKit({"memory", "64M"});
+  absl::Status status = Open(kit_->uri(), 30000, kExportBytes * 2);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("larger than the NBD export"), absl::string_view::npos) << status;
+}
+
+TEST_F(NbdBackendTest, ReadOnlyExportNeedsAReadOnlyVolume) {
+  StartKit({"-r", "memory", "64M"});
+  absl::Status status = Open(kit_->uri());
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("read-only"), absl::string_view::npos) << status;
+  ASSERT_TRUE(Open(kit_->uri(), 30000, kExportBytes, /*read_only=*/true).ok());
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 4096)), 4096);
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, 0, 4096)), -EROFS);
+}
+
+TEST_F(NbdBackendTest, UnknownExportIsRefusedWithTheServerMessage) {
+  StartKit({"--filter=exportname", "memory", "64M", "exportname=good", "exportname-strict=true"});
+  absl::Status status = Open(kit_->uri("bad"));
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("bad"), absl::string_view::npos) << status;
+  EXPECT_TRUE(Open(kit_->uri("good")).ok());
+}
+
+TEST_F(NbdBackendTest, ServerKilledAndRestartedMidStreamLosesNothing) {
+  // The file plugin keeps the data across restarts; the delay keeps requests in flight.
+  const std::string image = dir_ + "/disk.img";
+  { std::ofstream create(image); }
+  std::filesystem::resize_file(image, 16 << 20);
+  std::vector<std::string> args = {"--filter=delay", "file", image, "wdelay=20ms"};
+  StartKit(args);
+  ASSERT_TRUE(Open(kit_->uri(), 30000, 16 << 20).ok());
+  int completions = 0;
+  bool restarted = false;
+  driver_->on_result = [&](uint16_t, int32_t) {
+    if (++completions == kDepth / 2 && !restarted) {
+      restarted = true;
+      kit_->Kill();
+      ASSERT_TRUE(kit_->Start());
+    }
+  };
+  RandomWriteReadBack(16 << 20, 3);
+  EXPECT_TRUE(restarted);
+  EXPECT_GE(storage_->stats()->reconnects.load(), 1u);
+  EXPECT_EQ(storage_->stats()->timeouts.load(), 0u);
+}
+
+TEST_F(NbdBackendTest, ServerDownPastIoTimeoutFailsWithEioThenRecovers) {
+  StartKit({"memory", "64M"});
+  ASSERT_TRUE(Open(kit_->uri(), /*io_timeout_ms=*/800).ok());
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 4096)), 4096);
+  kit_->Kill();
+  const auto start = testing_nbd::Clock::now();
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 4096)), -EIO);
+  EXPECT_LT(testing_nbd::Clock::now() - start, std::chrono::seconds(10));
+  EXPECT_GE(storage_->stats()->timeouts.load(), 1u);
+  // While the server stays away, new requests fail at once.
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 4096)), -EIO);
+
+  ASSERT_TRUE(kit_->Start());
+  const auto deadline = testing_nbd::Clock::now() + std::chrono::seconds(15);
+  int32_t result = -EIO;
+  while (result != 4096 && testing_nbd::Clock::now() < deadline) {
+    driver_->Pump(std::chrono::milliseconds(100));
+    result = driver_->RunOne(Io(abi::kIoOpRead, 0, 4096));
+  }
+  EXPECT_EQ(result, 4096);
+  EXPECT_EQ(storage_->stats()->reconnects.load(), 1u);
+}
+
+class NbdLyingServerTest : public NbdBackendTest, public ::testing::WithParamInterface<Lie> {};
+
+TEST_P(NbdLyingServerTest, ConnectionIsDroppedAndTheRequestRetried) {
+  FakeNbdServer server(Socket(), GetParam());
+  ASSERT_TRUE(Open(server.uri(), 30000, FakeNbdServer::kExportBytes).ok());
+  std::memset(driver_->Buffer(0), 0x77, 8192);
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 4096, 8192)), 8192);
+  EXPECT_TRUE(RangeIsZero(0, 8192));
+  EXPECT_EQ(storage_->stats()->protocol_errors.load(), 1u);
+  EXPECT_EQ(storage_->stats()->reconnects.load(), 1u);
+  EXPECT_EQ(server.connections(), 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Lies, NbdLyingServerTest,
+                         ::testing::Values(Lie::kWrongCookie, Lie::kTooLongChunk,
+                                           Lie::kGarbageMagic));
+
+}  // namespace
+}  // namespace blk::server

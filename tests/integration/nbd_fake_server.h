@@ -1,0 +1,179 @@
+// A tiny NBD server for the tests: negotiates structured replies and GO for a 1 MiB export of
+// zeroes, then answers the first request of its first connection with a chosen lie, and behaves
+// on every later connection.
+#pragma once
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/nbd_protocol.h"
+
+namespace blk::server::testing_nbd {
+
+enum class Lie { kWrongCookie, kTooLongChunk, kGarbageMagic };
+
+class FakeNbdServer {
+ public:
+  static constexpr uint64_t kExportBytes = 1024 * 1024;
+
+  FakeNbdServer(std::string path, Lie lie) : path_(std::move(path)), lie_(lie) {
+    ::unlink(path_.c_str());
+    listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un sun{};
+    sun.sun_family = AF_UNIX;
+    std::strncpy(sun.sun_path, path_.c_str(), sizeof(sun.sun_path) - 1);
+    ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&sun), sizeof(sun));
+    ::listen(listen_fd_, 8);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~FakeNbdServer() {
+    stop_ = true;
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    for (int fd : clients_) ::shutdown(fd, SHUT_RDWR);
+    thread_.join();
+    for (int fd : clients_) ::shutdown(fd, SHUT_RDWR);
+    for (auto& worker : workers_) worker.join();
+    ::close(listen_fd_);
+    for (int fd : clients_) ::close(fd);
+    ::unlink(path_.c_str());
+  }
+  std::string uri() const { return "nbd+unix:///?socket=" + path_; }
+  int connections() const { return connections_.load(); }
+
+ private:
+  bool ReadAll(int fd, void* p, size_t n) {
+    auto* b = static_cast<uint8_t*>(p);
+    while (n > 0) {
+      ssize_t got = ::recv(fd, b, n, 0);
+      if (got <= 0) return false;
+      b += got;
+      n -= static_cast<size_t>(got);
+    }
+    return true;
+  }
+  void WriteAll(int fd, const std::vector<uint8_t>& bytes) {
+    ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  }
+  static std::vector<uint8_t> OptionReply(uint32_t option, uint32_t type,
+                                          const std::vector<uint8_t>& data) {
+    std::vector<uint8_t> out(20);
+    nbd::PutU64(out.data(), nbd::kOptReplyMagic);
+    nbd::PutU32(out.data() + 8, option);
+    nbd::PutU32(out.data() + 12, type);
+    nbd::PutU32(out.data() + 16, static_cast<uint32_t>(data.size()));
+    out.insert(out.end(), data.begin(), data.end());
+    return out;
+  }
+
+  bool Handshake(int fd) {
+    std::vector<uint8_t> greeting(18);
+    nbd::PutU64(greeting.data(), nbd::kInitMagic);
+    nbd::PutU64(greeting.data() + 8, nbd::kOptMagic);
+    nbd::PutU16(greeting.data() + 16, nbd::kFlagFixedNewstyle | nbd::kFlagNoZeroes);
+    WriteAll(fd, greeting);
+    uint8_t client_flags[4];
+    if (!ReadAll(fd, client_flags, 4)) return false;
+    for (;;) {
+      uint8_t header[16];
+      if (!ReadAll(fd, header, 16)) return false;
+      const uint32_t option = nbd::GetU32(header + 8);
+      std::vector<uint8_t> data(nbd::GetU32(header + 12));
+      if (!data.empty() && !ReadAll(fd, data.data(), data.size())) return false;
+      if (option == nbd::kOptStructuredReply) {
+        WriteAll(fd, OptionReply(option, nbd::kRepAck, {}));
+      } else if (option == nbd::kOptGo) {
+        std::vector<uint8_t> info(12);
+        nbd::PutU16(info.data(), nbd::kInfoExport);
+        nbd::PutU64(info.data() + 2, kExportBytes);
+        nbd::PutU16(info.data() + 10, nbd::kFlagHasFlags | nbd::kFlagSendFlush);
+        WriteAll(fd, OptionReply(option, nbd::kRepInfo, info));
+        WriteAll(fd, OptionReply(option, nbd::kRepAck, {}));
+        return true;
+      } else {
+        WriteAll(fd, OptionReply(option, nbd::kRepErrUnsup, {}));
+      }
+    }
+  }
+
+  std::vector<uint8_t> Chunk(uint64_t cookie, uint16_t type, uint16_t flags,
+                             const std::vector<uint8_t>& payload) {
+    std::vector<uint8_t> out(20);
+    nbd::PutU32(out.data(), nbd::kStructuredReplyMagic);
+    nbd::PutU16(out.data() + 4, flags);
+    nbd::PutU16(out.data() + 6, type);
+    nbd::PutU64(out.data() + 8, cookie);
+    nbd::PutU32(out.data() + 16, static_cast<uint32_t>(payload.size()));
+    out.insert(out.end(), payload.begin(), payload.end());
+    return out;
+  }
+
+  void Transmit(int fd, bool lie) {
+    for (;;) {
+      uint8_t request[nbd::kRequestHeaderBytes];
+      if (!ReadAll(fd, request, sizeof(request))) return;
+      const uint16_t command = nbd::GetU16(request + 6);
+      const uint64_t cookie = nbd::GetU64(request + 8);
+      const uint64_t offset = nbd::GetU64(request + 16);
+      const uint32_t length = nbd::GetU32(request + 24);
+      if (command == nbd::kCmdWrite) {
+        std::vector<uint8_t> payload(length);
+        if (!ReadAll(fd, payload.data(), length)) return;
+      }
+      if (command == nbd::kCmdDisc) return;
+      if (lie) {
+        lie = false;
+        if (lie_ == Lie::kGarbageMagic) {
+          WriteAll(fd, std::vector<uint8_t>(32, 0xAB));
+        } else if (lie_ == Lie::kWrongCookie) {
+          WriteAll(fd, Chunk(cookie ^ 0x5a5a0000, nbd::kChunkNone, nbd::kReplyFlagDone, {}));
+        } else {
+          // A data chunk reaching 4 KiB past the request.
+          std::vector<uint8_t> payload(8 + length + 4096, 0x11);
+          nbd::PutU64(payload.data(), offset);
+          WriteAll(fd, Chunk(cookie, nbd::kChunkOffsetData, nbd::kReplyFlagDone, payload));
+        }
+        continue;
+      }
+      if (command == nbd::kCmdRead) {
+        std::vector<uint8_t> hole(12);
+        nbd::PutU64(hole.data(), offset);
+        nbd::PutU32(hole.data() + 8, length);
+        WriteAll(fd, Chunk(cookie, nbd::kChunkOffsetHole, nbd::kReplyFlagDone, hole));
+      } else {
+        WriteAll(fd, Chunk(cookie, nbd::kChunkNone, nbd::kReplyFlagDone, {}));
+      }
+    }
+  }
+
+  void Serve() {
+    while (!stop_) {
+      int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) return;
+      clients_.push_back(fd);
+      const int n = ++connections_;
+      // Connection 1 is the volume's first (made at open); the lie goes to its first request.
+      workers_.emplace_back([this, fd, n] {
+        if (Handshake(fd)) Transmit(fd, n == 1);
+        ::shutdown(fd, SHUT_RDWR);
+      });
+    }
+  }
+
+  std::string path_;
+  Lie lie_;
+  int listen_fd_ = -1;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> connections_{0};
+  std::vector<int> clients_;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace blk::server::testing_nbd

@@ -1,0 +1,187 @@
+// Helpers for the NBD backend's host tests: a real nbdkit process, a minimal stand-in for the
+// queue thread that drives a Backend through its own ring, and a fake server that lies.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/backend.h"
+#include "server/nbd_protocol.h"
+#include "server/ring.h"
+
+namespace blk::server::testing_nbd {
+
+using Clock = std::chrono::steady_clock;
+
+inline bool CanConnectUnix(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un sun{};
+  sun.sun_family = AF_UNIX;
+  std::strncpy(sun.sun_path, path.c_str(), sizeof(sun.sun_path) - 1);
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&sun), sizeof(sun)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+inline bool CanConnectTcp(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// A loopback port nobody listens on right now.
+inline uint16_t FreeTcpPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// nbdkit in the foreground, on a Unix socket (unix_socket set) or a loopback TCP port.
+class NbdKit {
+ public:
+  NbdKit(std::string unix_socket, uint16_t port, std::vector<std::string> args)
+      : unix_socket_(std::move(unix_socket)), port_(port), args_(std::move(args)) {}
+  ~NbdKit() { Kill(); }
+
+  // Starts it and waits (up to 10 s) until it accepts connections.
+  bool Start() {
+    if (!unix_socket_.empty()) ::unlink(unix_socket_.c_str());
+    std::vector<std::string> argv = {"nbdkit", "-f", "--exit-with-parent"};
+    if (!unix_socket_.empty()) {
+      argv.insert(argv.end(), {"-U", unix_socket_});
+    } else {
+      argv.insert(argv.end(), {"-i", "127.0.0.1", "-p", std::to_string(port_)});
+    }
+    argv.insert(argv.end(), args_.begin(), args_.end());
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      std::vector<char*> c_argv;
+      for (auto& a : argv) c_argv.push_back(a.data());
+      c_argv.push_back(nullptr);
+      ::execvp("nbdkit", c_argv.data());
+      ::_exit(127);
+    }
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (Clock::now() < deadline) {
+      if (unix_socket_.empty() ? CanConnectTcp(port_) : CanConnectUnix(unix_socket_)) return true;
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling interval
+    }
+    return false;
+  }
+  // SIGKILL and reap: the server vanishes mid-stream.
+  void Kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  std::string uri(const std::string& export_name = "") const {
+    if (!unix_socket_.empty()) return "nbd+unix:///" + export_name + "?socket=" + unix_socket_;
+    return "nbd://127.0.0.1:" + std::to_string(port_) + "/" + export_name;
+  }
+
+ private:
+  std::string unix_socket_;
+  uint16_t port_;
+  std::vector<std::string> args_;
+  pid_t pid_ = -1;
+};
+
+// Does what the queue thread does for the backend: submits I/Os per tag and feeds it the CQEs.
+class Driver {
+ public:
+  static constexpr uint32_t kMaxIoBytes = 1024 * 1024;
+
+  Driver(std::unique_ptr<Backend> backend, uint16_t depth)
+      : backend_(std::move(backend)), depth_(depth), buffers_(size_t{depth} * kMaxIoBytes) {
+    ring_ = std::move(*Ring::Create(512));
+    attach_status_ = backend_->Attach(*ring_, 0);
+  }
+  const absl::Status& attach_status() const { return attach_status_; }
+  uint8_t* Buffer(uint16_t tag) { return buffers_.data() + size_t{tag} * kMaxIoBytes; }
+
+  // Runs ios[i] on tag i, all at once; results in order. kInFlight for any still pending at the
+  // deadline.
+  std::vector<int32_t> Run(std::vector<BlockIo> ios,
+                           std::chrono::milliseconds limit = std::chrono::seconds(30)) {
+    std::vector<int32_t> results(ios.size(), kInFlight);
+    size_t pending = 0;
+    for (uint16_t tag = 0; tag < ios.size(); ++tag) {
+      ios[tag].buffer = Buffer(tag);
+      results[tag] = backend_->Submit(tag, ios[tag]);
+      if (results[tag] == kInFlight) ++pending;
+    }
+    const auto deadline = Clock::now() + limit;
+    while (pending > 0 && Clock::now() < deadline) {
+      Pump(std::chrono::milliseconds(100), [&](uint16_t tag, int32_t result) {
+        if (tag < results.size() && results[tag] == kInFlight) {
+          results[tag] = result;
+          --pending;
+          if (on_result) on_result(tag, result);
+        }
+      });
+    }
+    return results;
+  }
+  int32_t RunOne(const BlockIo& io) { return Run({io})[0]; }
+
+  // Waits up to `wait` for CQEs and hands them to the backend.
+  void Pump(std::chrono::milliseconds wait,
+            const std::function<void(uint16_t, int32_t)>& done = nullptr) {
+    __kernel_timespec ts{};
+    ts.tv_nsec = static_cast<long long>(wait.count()) * 1000000;
+    io_uring_cqe* cqe = nullptr;
+    io_uring_submit_and_wait_timeout(ring_->get(), &cqe, 1, &ts, nullptr);
+    unsigned head;
+    unsigned seen = 0;
+    io_uring_for_each_cqe(ring_->get(), head, cqe) {
+      ++seen;
+      if (KindOf(cqe->user_data) != CqeKind::kBackend) continue;
+      const uint16_t tag = TagOf(cqe->user_data);
+      const int32_t result = backend_->OnCompletion(tag, *cqe);
+      if (result != kInFlight && done) done(tag, result);
+    }
+    io_uring_cq_advance(ring_->get(), seen);
+  }
+
+  std::function<void(uint16_t, int32_t)> on_result;
+
+ private:
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Ring> ring_;
+  uint16_t depth_;
+  std::vector<uint8_t> buffers_;
+  absl::Status attach_status_;
+};
+
+}  // namespace blk::server::testing_nbd

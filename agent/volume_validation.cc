@@ -6,8 +6,13 @@
 
 #include <filesystem>
 
+#include "server/nbd_uri.h"
+
 namespace blk::agent {
 namespace {
+
+constexpr uint32_t kDefaultNbdIoTimeoutSeconds = 30;
+constexpr uint32_t kMaxNbdIoTimeoutSeconds = 24 * 3600;
 
 absl::Status Invalid(absl::string_view field, absl::string_view reason) {
   return absl::InvalidArgumentError(absl::StrCat("volume.", field, ": ", reason));
@@ -34,6 +39,18 @@ absl::Status ValidateFileBackend(const v1::FileBackend& file) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateNbdBackend(const v1::NbdBackend& nbd) {
+  if (nbd.uri().empty()) return Invalid("nbd.uri", "is required");
+  absl::StatusOr<server::NbdAddress> address = server::ParseNbdUri(nbd.uri());
+  if (!address.ok()) return Invalid("nbd.uri", address.status().message());
+  if (nbd.io_timeout_seconds() > kMaxNbdIoTimeoutSeconds) {
+    return Invalid("nbd.io_timeout_seconds",
+                   absl::StrCat(nbd.io_timeout_seconds(), " exceeds the maximum of ",
+                                kMaxNbdIoTimeoutSeconds));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool IsValidVolumeId(std::string_view id) {
@@ -51,6 +68,9 @@ v1::Volume NormalizeVolumeSpec(const v1::Volume& requested) {
   if (spec.logical_block_size() == 0) spec.set_logical_block_size(kDefaultLogicalBlockSize);
   if (spec.queues() == 0) spec.set_queues(kDefaultQueues);
   if (spec.queue_depth() == 0) spec.set_queue_depth(kDefaultQueueDepth);
+  if (spec.has_nbd() && spec.nbd().io_timeout_seconds() == 0) {
+    spec.mutable_nbd()->set_io_timeout_seconds(kDefaultNbdIoTimeoutSeconds);
+  }
   return spec;
 }
 
@@ -86,10 +106,12 @@ absl::Status ValidateVolumeSpec(const v1::Volume& spec) {
       return absl::OkStatus();
     case v1::Volume::kFile:
       return ValidateFileBackend(spec.file());
+    case v1::Volume::kNbd:
+      return ValidateNbdBackend(spec.nbd());
     case v1::Volume::BACKEND_NOT_SET:
       break;
   }
-  return Invalid("backend", "is required (one of: null, file)");
+  return Invalid("backend", "is required (one of: null, file, nbd)");
 }
 
 }  // namespace blk::agent

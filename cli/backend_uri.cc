@@ -86,6 +86,28 @@ absl::StatusOr<blk::v1::Volume> ParseFileUri(absl::string_view uri, absl::string
   return volume;
 }
 
+// The agent checks NBD URIs fully (it is the one that connects); here only the shape that a
+// typo would break: a host for nbd://, an absolute socket path for nbd+unix://.
+absl::StatusOr<blk::v1::Volume> ParseNbdUri(absl::string_view uri, absl::string_view scheme,
+                                            absl::string_view rest) {
+  if (scheme == "nbd") {
+    if (rest.empty() || rest.front() == '/') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("backend URI '", uri, "' has no host (expected nbd://host[:port]/export)"));
+    }
+  } else {
+    const size_t socket = rest.find("socket=/");
+    if (rest.empty() || rest.front() != '/' || socket == absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("backend URI '", uri,
+                       "' needs an absolute socket path: nbd+unix:///export?socket=/path"));
+    }
+  }
+  blk::v1::Volume volume;
+  volume.mutable_nbd()->set_uri(absl::StrCat(scheme, "://", rest));
+  return volume;
+}
+
 }  // namespace
 
 absl::StatusOr<blk::v1::Volume> ParseBackendUri(absl::string_view uri) {
@@ -106,8 +128,9 @@ absl::StatusOr<blk::v1::Volume> ParseBackendUri(absl::string_view uri) {
     return volume;
   }
   if (scheme == "file") return ParseFileUri(uri, rest);
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown backend scheme '", scheme, "' in '", uri, "' (supported: null, file)"));
+  if (scheme == "nbd" || scheme == "nbd+unix") return ParseNbdUri(uri, scheme, rest);
+  return absl::InvalidArgumentError(absl::StrCat("unknown backend scheme '", scheme, "' in '", uri,
+                                                 "' (supported: null, file, nbd, nbd+unix)"));
 }
 
 std::string FormatBackendUri(const blk::v1::Volume& volume) {
@@ -116,6 +139,8 @@ std::string FormatBackendUri(const blk::v1::Volume& volume) {
       return "null://";
     case blk::v1::Volume::kFile:
       return absl::StrCat("file://", PercentEncode(volume.file().path()));
+    case blk::v1::Volume::kNbd:
+      return volume.nbd().uri();
     case blk::v1::Volume::BACKEND_NOT_SET:
       break;
   }

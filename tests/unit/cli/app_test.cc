@@ -220,8 +220,9 @@ INSTANTIATE_TEST_SUITE_P(
                    "deep"},
                   "--queue-depth"},
         UsageCase{"UnknownScheme",
-                  {"create-volume", "v1", "--size", "1G", "--backend", "nbd://h/e"},
-                  "unknown backend scheme 'nbd' in 'nbd://h/e' (supported: null, file)"},
+                  {"create-volume", "v1", "--size", "1G", "--backend", "iscsi://h/e"},
+                  "unknown backend scheme 'iscsi' in 'iscsi://h/e' (supported: null, file, nbd, "
+                  "nbd+unix)"},
         UsageCase{"RelativeFilePath",
                   {"create-volume", "v1", "--size", "1G", "--backend", "file://x.img"},
                   "three slashes"},

@@ -56,15 +56,27 @@ INSTANTIATE_TEST_SUITE_P(
     BadInput, ParseBackendUriRejects,
     ::testing::Values(BadUri{"", "no scheme"}, BadUri{"/var/lib/x.img", "no scheme"},
                       BadUri{"://x", "no scheme"},
-                      BadUri{"nbd://host/export", "unknown backend scheme 'nbd'"},
-                      BadUri{"nvme:///dev/ng0n1", "(supported: null, file)"},
-                      BadUri{"nbd+unix:///e?socket=/s", "unknown backend scheme 'nbd+unix'"},
+                      BadUri{"nvme:///dev/ng0n1", "(supported: null, file, nbd, nbd+unix)"},
+                      BadUri{"nbd:///export", "no host"}, BadUri{"nbd://", "no host"},
+                      BadUri{"nbd+unix:///e", "absolute socket path"},
+                      BadUri{"nbd+unix:///e?socket=rel", "absolute socket path"},
                       BadUri{"null://x", "nothing after null://"}, BadUri{"file://", "no path"},
                       BadUri{"file://tmp/x.img", "file:///tmp/x.img"},
                       BadUri{"file://host", "names host 'host'"}, BadUri{"file:///a?b", "query"},
                       BadUri{"file:///a#b", "fragment"}, BadUri{"file:///a%2", "two hex digits"},
                       BadUri{"file:///a%zz", "two hex digits"},
                       BadUri{"file:///a%", "two hex digits"}, BadUri{"file:///a%00b", "%00"}));
+
+TEST(ParseBackendUri, NbdUrisAreKeptWholeForTheAgent) {
+  for (const char* uri :
+       {"nbd://127.0.0.1:10809/", "nbd://server/disk", "nbd+unix:///e?socket=/run/nbd.sock"}) {
+    absl::StatusOr<blk::v1::Volume> volume = ParseBackendUri(uri);
+    ASSERT_TRUE(volume.ok()) << uri << ": " << volume.status();
+    ASSERT_TRUE(volume->has_nbd()) << uri;
+    EXPECT_EQ(volume->nbd().uri(), uri);
+    EXPECT_EQ(FormatBackendUri(*volume), uri);
+  }
+}
 
 TEST(FormatBackendUri, IsEmptyWithoutBackend) {
   EXPECT_EQ(FormatBackendUri(blk::v1::Volume()), "");

@@ -27,6 +27,13 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec) {
     case v1::Volume::kFile:
       config.backend = server::FileBackendConfig{spec.file().path()};
       break;
+    case v1::Volume::kNbd: {
+      // 0 seconds means the default, as in the proto.
+      const uint32_t seconds =
+          spec.nbd().io_timeout_seconds() == 0 ? 30 : spec.nbd().io_timeout_seconds();
+      config.backend = server::NbdBackendConfig{spec.nbd().uri(), seconds * 1000};
+      break;
+    }
     case v1::Volume::kNull:
     case v1::Volume::BACKEND_NOT_SET:
       config.backend = server::NullBackendConfig{};

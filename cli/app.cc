@@ -119,7 +119,9 @@ int RunBlkctl(int argc, const char* const* argv, std::ostream& out, std::ostream
       ->required()
       ->transform(SizeValidator());
   create_volume
-      ->add_option("--backend", create.backend_uri, "Backend: null:// or file:///absolute/path")
+      ->add_option("--backend", create.backend_uri,
+                   "Backend: null://, file:///absolute/path, nbd://host[:port]/export or "
+                   "nbd+unix:///export?socket=/path")
       ->required()
       ->check(BackendUriValidator());
   create_volume->add_option("--queues", create.queues, "ublk hardware queues (default 1)")
@@ -132,6 +134,10 @@ int RunBlkctl(int argc, const char* const* argv, std::ostream& out, std::ostream
       ->add_option("--block-size", create.logical_block_size, "Logical block size: 512 or 4096")
       ->check(CLI::IsMember({512u, 4096u}));
   create_volume->add_flag("--read-only", create.read_only, "Expose the device read-only");
+  create_volume
+      ->add_option("--io-timeout", create.io_timeout_seconds,
+                   "NBD: seconds I/O waits for a lost server before failing (default 30)")
+      ->check(CLI::Range(1u, 86400u));
   AddOutputOption(*create_volume, format_text);
   create_volume->callback([&] {
     command = [&](VolumeClient& client) { return RunCreateVolume(client, create, format); };

@@ -18,6 +18,12 @@ absl::StatusOr<blk::v1::CreateVolumeRequest> BuildCreateVolumeRequest(
   volume.set_queues(flags.queues);
   volume.set_queue_depth(flags.queue_depth);
   volume.set_read_only(flags.read_only);
+  if (flags.io_timeout_seconds != 0) {
+    if (!volume.has_nbd()) {
+      return absl::InvalidArgumentError("--io-timeout applies to nbd:// and nbd+unix:// backends");
+    }
+    volume.mutable_nbd()->set_io_timeout_seconds(flags.io_timeout_seconds);
+  }
   return request;
 }
 

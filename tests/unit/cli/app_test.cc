@@ -59,6 +59,23 @@ TEST_F(Blkctl, CreateVolumeSendsEveryFlagInTheRequest) {
   EXPECT_THAT(outcome.err, IsEmpty());
 }
 
+TEST_F(Blkctl, CreateNbdVolumeSendsTheUriAndIoTimeout) {
+  Outcome outcome = RunAgainstAgent({"create-volume", "r1", "--size", "64M", "--backend",
+                                     "nbd://127.0.0.1:10809/", "--io-timeout", "5"});
+  ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
+  const blk::v1::Volume sent = agent_.service().last_create().volume();
+  EXPECT_EQ(sent.nbd().uri(), "nbd://127.0.0.1:10809/");
+  EXPECT_EQ(sent.nbd().io_timeout_seconds(), 5u);
+}
+
+TEST_F(Blkctl, IoTimeoutIsRefusedForBackendsOtherThanNbd) {
+  Outcome outcome = RunAgainstAgent(
+      {"create-volume", "v1", "--size", "1G", "--backend", "null://", "--io-timeout", "5"});
+  EXPECT_EQ(outcome.exit_code, kExitRpcError);
+  EXPECT_THAT(outcome.err, HasSubstr("--io-timeout applies to nbd"));
+  EXPECT_FALSE(agent_.service().last_create().has_volume());
+}
+
 TEST_F(Blkctl, CreateVolumeLeavesUnsetTunablesAtZeroForTheServerDefault) {
   Outcome outcome =
       RunAgainstAgent({"create-volume", "v1", "--size", "1G", "--backend", "null://"});
@@ -223,6 +240,10 @@ INSTANTIATE_TEST_SUITE_P(
                   {"create-volume", "v1", "--size", "1G", "--backend", "iscsi://h/e"},
                   "unknown backend scheme 'iscsi' in 'iscsi://h/e' (supported: null, file, nbd, "
                   "nbd+unix)"},
+        UsageCase{
+            "ZeroIoTimeout",
+            {"create-volume", "v1", "--size", "1G", "--backend", "nbd://h/", "--io-timeout", "0"},
+            "--io-timeout"},
         UsageCase{"RelativeFilePath",
                   {"create-volume", "v1", "--size", "1G", "--backend", "file://x.img"},
                   "three slashes"},

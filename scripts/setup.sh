@@ -5,11 +5,11 @@ set -euo pipefail
 
 packages=(
   # build
-  build-essential cmake ninja-build pkg-config clang-format
+  build-essential cmake ninja-build pkg-config clang-format clang libclang-rt-14-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   liburing-dev libspdlog-dev prometheus-cpp-dev libcli11-dev libgtest-dev libgmock-dev
   # tests, demo, VM test bed
-  fio nbdkit jq kmod xz-utils busybox-static qemu-system-x86 iproute2 procps
+  fio nbdkit nbd-client jq kmod xz-utils busybox-static qemu-system-x86 iproute2 procps
 )
 
 missing=()

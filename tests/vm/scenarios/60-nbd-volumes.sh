@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# NBD volumes against nbdkit inside the guest: a TCP and an nbd+unix volume pass
+# fio verify; nbdkit killed (-9) and restarted twice under fio leaves the data
+# intact and fio without an error; a server kept down past io_timeout gives EIO
+# without hanging the device or the agent.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+TCP_PID=""
+UNIX_PID=""
+
+# The current servers, whichever restart they are at.
+kill_nbdkits() { kill -KILL $TCP_PID $UNIX_PID 2>/dev/null || true; }
+
+tcp_open() { (exec 3<>/dev/tcp/127.0.0.1/10809) 2>/dev/null; }
+
+# The TCP export is a file, so its data outlives nbdkit restarts.
+start_tcp_nbdkit() {
+  nbdkit -f -i 127.0.0.1 -p 10809 file "$WORK/remote.img" >>"$LOG_DIR/nbdkit-tcp.log" 2>&1 &
+  TCP_PID=$!
+  wait_for "nbdkit on 127.0.0.1:10809" 30 tcp_open
+}
+
+writes_done() {
+  local stat
+  read -ra stat <"/sys/block/${1#/dev/}/stat"
+  echo "${stat[4]}"
+}
+
+writes_beyond() { (($(writes_done "$1") >= $2)); }
+
+main() {
+  command -v nbdkit >/dev/null || fail "nbdkit not found in the guest"
+  truncate -s 64M "$WORK/remote.img"
+  on_exit kill_nbdkits
+  start_tcp_nbdkit
+  nbdkit -f -U "$WORK/nbd.sock" memory 64M >>"$LOG_DIR/nbdkit-unix.log" 2>&1 &
+  UNIX_PID=$!
+  wait_for "nbdkit on $WORK/nbd.sock" 30 test -S "$WORK/nbd.sock"
+
+  start_agent
+
+  step "TCP volume r1"
+  ctl create-volume r1 --size 64M --backend nbd://127.0.0.1:10809/ --io-timeout 60
+  local dev
+  dev="$(volume_device r1)"
+  expect_eq "r1 sectors" $((64 * 1024 * 1024 / 512)) "$(cat "/sys/block/${dev#/dev/}/size")"
+  fio_verify "$dev" 32M
+
+  step "nbd+unix volume r2"
+  ctl create-volume r2 --size 32M --backend "nbd+unix:///?socket=$WORK/nbd.sock"
+  fio_verify "$(volume_device r2)" 16M
+
+  step "a volume larger than its export is refused"
+  expect_fail_with "larger than the NBD export" "a 128M volume on a 64M export" \
+    ctl create-volume r9 --size 128M --backend nbd://127.0.0.1:10809/
+
+  step "nbdkit killed and restarted twice under fio on r1"
+  pick_fio_engine
+  fio --name=pattern --filename="$dev" --direct=1 --ioengine="$fio_engine" --rw=randwrite \
+    --bs=4k --iodepth=16 --size=24M --randrepeat=1 --verify=crc32c --verify_fatal=1 \
+    --verify_backlog=1024 --do_verify=1 --rate=1m >"$LOG_DIR/fio-nbd-restart.log" 2>&1 &
+  local fio_pid=$!
+  on_exit kill "$fio_pid"
+  local round writes
+  for round in 1 2; do
+    writes="$(writes_done "$dev")"
+    wait_for "writes to flow on $dev (round $round)" 60 writes_beyond "$dev" $((writes + 64))
+    process_gone "$fio_pid" && fail "fio ended before restart $round; see fio-nbd-restart.log"
+    kill -KILL "$TCP_PID"
+    wait_gone "$TCP_PID" 10 || fail "nbdkit survived SIGKILL"
+    echo "nbdkit killed (round $round)"
+    start_tcp_nbdkit
+  done
+  local status=0
+  wait "$fio_pid" || status=$?
+  if ((status != 0)); then
+    cat "$LOG_DIR/fio-nbd-restart.log" >&2
+    fail "fio exited with status $status across nbdkit restarts"
+  fi
+  grep -qE "err= *0" "$LOG_DIR/fio-nbd-restart.log" || fail "fio reported errors"
+  echo "ok: fio wrote and verified 24M across 2 nbdkit restarts"
+  fio_check_pattern "$dev" 24M
+
+  step "server down past io_timeout: EIO, no hang"
+  ctl create-volume r3 --size 16M --backend "nbd+unix:///?socket=$WORK/nbd.sock" --io-timeout 3
+  local dev3
+  dev3="$(volume_device r3)"
+  kill -KILL "$UNIX_PID"
+  wait_gone "$UNIX_PID" 10 || fail "nbdkit (unix) survived SIGKILL"
+  local started=$SECONDS
+  expect_fail_with "Input/output error" "a read with the server gone" \
+    timeout 60 dd if="$dev3" of=/dev/null bs=4k count=1 skip=100 iflag=direct status=none
+  echo "the read failed after $((SECONDS - started))s"
+  ((SECONDS - started < 30)) || fail "EIO took $((SECONDS - started))s with io_timeout 3s"
+  ctl get-volume r3 >/dev/null || fail "the agent does not answer while a server is down"
+
+  step "delete everything"
+  ctl delete-volume r3
+  ctl delete-volume r2
+  ctl delete-volume r1
+  expect_eq "volumes left" 0 "$(ctl list-volumes -o json | jq '.volumes | length')"
+  stop_agent
+}
+
+main "$@"

@@ -80,13 +80,23 @@ main() {
     return 1
   }
 
+  # Run a copy: bash reads a script as it goes, so a scenario edited on the
+  # host during the run would otherwise execute a mix of old and new lines.
+  snapshot=/run/blk-vm-scenarios
+  rm -rf "$snapshot"
+  cp -a "$scenario_dir/." "$snapshot/"
+
   passed=0 failed=0
   scenarios=()
-  for path in "$scenario_dir"/[0-9][0-9]-*.sh; do
+  for path in "$snapshot"/[0-9][0-9]-*.sh; do
     [[ -e "$path" ]] || continue
     name="$(basename "$path" .sh)"
     [[ -z "$filter" || "$name" =~ $filter ]] && scenarios+=("$path")
   done
+  # The host's summary counts a planned scenario without a verdict as failed.
+  for path in "${scenarios[@]}"; do
+    basename "$path" .sh
+  done >"$BLK_VM_OUT/planned.txt"
   echo "all.sh: ${#scenarios[@]} scenario(s) on $(uname -r), build $build_dir"
 
   for path in "${scenarios[@]}"; do

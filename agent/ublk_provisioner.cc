@@ -31,7 +31,7 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec) {
       // 0 seconds means the default, as in the proto.
       const uint32_t seconds =
           spec.nbd().io_timeout_seconds() == 0 ? 30 : spec.nbd().io_timeout_seconds();
-      config.backend = server::NbdBackendConfig{spec.nbd().uri(), seconds * 1000};
+      config.backend = server::NbdBackendConfig{spec.nbd().uri(), seconds * 1000, nullptr};
       break;
     }
     case v1::Volume::kNull:

@@ -1,8 +1,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <variant>
+
+#include "server/nbd_stats.h"
 
 namespace blk::server {
 
@@ -17,6 +20,7 @@ struct FileBackendConfig {
 struct NbdBackendConfig {
   std::string uri;
   uint32_t io_timeout_ms = 30000;
+  std::shared_ptr<NbdStats> stats;  // optional: counters the caller wants to read
 };
 using BackendConfig = std::variant<NullBackendConfig, FileBackendConfig, NbdBackendConfig>;
 

@@ -24,16 +24,9 @@
 #include "server/nbd_handshake.h"
 #include "server/nbd_protocol.h"
 #include "server/nbd_reconnector.h"
+#include "server/nbd_stats.h"
 
 namespace blk::server {
-
-// Per-volume NBD counters, shared by the queues (bumped only on faults, never per I/O).
-struct NbdStats {
-  std::atomic<uint64_t> reconnects{0};
-  std::atomic<uint64_t> server_errors{0};    // requests the server answered with an error
-  std::atomic<uint64_t> protocol_errors{0};  // connections dropped for a malformed reply
-  std::atomic<uint64_t> timeouts{0};         // requests failed with EIO after io_timeout
-};
 
 struct NbdBackendOptions {
   bool read_only = false;

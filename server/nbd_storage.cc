@@ -42,6 +42,7 @@ absl::StatusOr<std::unique_ptr<NbdStorage>> NbdStorage::Open(const NbdBackendCon
   storage->options_.device_size = config.size_bytes;
   storage->options_.io_timeout_ms = backend.io_timeout_ms;
   storage->first_ = std::move(*connection);
+  if (backend.stats != nullptr) storage->stats_ = backend.stats;
   return storage;
 }
 

@@ -52,7 +52,10 @@ class NbdBackendTest : public ::testing::Test {
     config.size_bytes = size;
     config.read_only = read_only;
     config.queue_depth = kDepth;
-    NbdBackendConfig backend{uri, io_timeout_ms};
+    NbdBackendConfig backend;
+    backend.uri = uri;
+    backend.io_timeout_ms = io_timeout_ms;
+    backend.stats = stats_;
     absl::StatusOr<std::unique_ptr<NbdStorage>> storage = NbdStorage::Open(backend, config);
     if (!storage.ok()) return storage.status();
     storage_ = std::move(*storage);
@@ -127,6 +130,7 @@ class NbdBackendTest : public ::testing::Test {
   std::unique_ptr<NbdKit> kit_;
   std::unique_ptr<NbdStorage> storage_;
   std::unique_ptr<Driver> driver_;
+  std::shared_ptr<NbdStats> stats_ = std::make_shared<NbdStats>();
   std::vector<uint8_t> model_;
   std::mt19937_64 rng_{12345};
 };
@@ -195,8 +199,10 @@ TEST_F(NbdBackendTest, ServerErrorsMapToErrno) {
   ASSERT_TRUE(Open(kit_->uri()).ok());
   EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, 0, 4096)), -ENOSPC);
   EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 4096)), 4096);
-  EXPECT_EQ(storage_->stats()->server_errors.load(), 1u);
-  EXPECT_EQ(storage_->stats()->reconnects.load(), 0u);
+  // Counted in the stats the caller handed in, where the agent reads them.
+  EXPECT_EQ(storage_->stats(), stats_);
+  EXPECT_EQ(stats_->server_errors.load(), 1u);
+  EXPECT_EQ(stats_->reconnects.load(), 0u);
 }
 
 TEST_F(NbdBackendTest, ErrorFileInjectsEioWhileItExists) {
@@ -312,7 +318,18 @@ TEST_P(NbdLyingServerTest, ConnectionIsDroppedAndTheRequestRetried) {
 
 INSTANTIATE_TEST_SUITE_P(Lies, NbdLyingServerTest,
                          ::testing::Values(Lie::kWrongCookie, Lie::kTooLongChunk,
-                                           Lie::kGarbageMagic));
+                                           Lie::kGarbageMagic),
+                         [](const ::testing::TestParamInfo<Lie>& info) {
+                           switch (info.param) {
+                             case Lie::kWrongCookie:
+                               return "WrongCookie";
+                             case Lie::kTooLongChunk:
+                               return "TooLongChunk";
+                             case Lie::kGarbageMagic:
+                               return "GarbageMagic";
+                           }
+                           return "Unknown";
+                         });
 
 }  // namespace
 }  // namespace blk::server

@@ -47,11 +47,12 @@ class NbdBackendTest : public ::testing::Test {
 
   // Opens the storage and one queue's backend on `uri`.
   absl::Status Open(const std::string& uri, uint32_t io_timeout_ms = 30000,
-                    uint64_t size = kExportBytes, bool read_only = false) {
+                    uint64_t size = kExportBytes, bool read_only = false, uint16_t queues = 1) {
     DeviceConfig config;
     config.size_bytes = size;
     config.read_only = read_only;
     config.queue_depth = kDepth;
+    config.queues = queues;
     NbdBackendConfig backend;
     backend.uri = uri;
     backend.io_timeout_ms = io_timeout_ms;
@@ -301,6 +302,33 @@ TEST_F(NbdBackendTest, ServerDownPastIoTimeoutFailsWithEioThenRecovers) {
   }
   EXPECT_EQ(result, 4096);
   EXPECT_EQ(storage_->stats()->reconnects.load(), 1u);
+}
+
+TEST_F(NbdBackendTest, EachQueueGetsItsOwnConnectionWithMultiConn) {
+  StartKit({"memory", "64M"});
+  ASSERT_TRUE(Open(kit_->uri(), 30000, kExportBytes, false, /*queues=*/2).ok());
+  ASSERT_TRUE(storage_->export_info().can_multi_conn());
+  absl::StatusOr<std::unique_ptr<Backend>> second = storage_->NewQueueBackend(kDepth);
+  ASSERT_TRUE(second.ok()) << second.status();
+  Driver other(std::move(*second), kDepth);
+  ASSERT_TRUE(other.attach_status().ok());
+  // Written and flushed through one queue, read through the other.
+  std::memset(driver_->Buffer(0), 0x3c, 8192);
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, 1 << 20, 8192)), 8192);
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
+  ASSERT_EQ(other.RunOne(Io(abi::kIoOpRead, 1 << 20, 8192)), 8192);
+  EXPECT_EQ(other.Buffer(0)[0], 0x3c);
+  EXPECT_EQ(other.Buffer(0)[8191], 0x3c);
+}
+
+TEST_F(NbdBackendTest, WithoutMultiConnAVolumeMustUseOneQueue) {
+  StartKit({"--filter=multi-conn", "memory", "64M", "multi-conn-mode=disable"});
+  absl::Status status = Open(kit_->uri(), 30000, kExportBytes, false, /*queues=*/2);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("multi-conn"), absl::string_view::npos) << status;
+  ASSERT_TRUE(Open(kit_->uri()).ok());
+  EXPECT_FALSE(storage_->export_info().can_multi_conn());
+  EXPECT_FALSE(storage_->NewQueueBackend(kDepth).ok());
 }
 
 class NbdLyingServerTest : public NbdBackendTest, public ::testing::WithParamInterface<Lie> {};

@@ -39,8 +39,8 @@ main() {
 
   start_agent
 
-  step "TCP volume r1"
-  ctl create-volume r1 --size 64M --backend nbd://127.0.0.1:10809/ --io-timeout 60
+  step "TCP volume r1, 2 queues (nbdkit file advertises multi-conn)"
+  ctl create-volume r1 --size 64M --queues 2 --backend nbd://127.0.0.1:10809/ --io-timeout 60
   local dev
   dev="$(volume_device r1)"
   expect_eq "r1 sectors" $((64 * 1024 * 1024 / 512)) "$(cat "/sys/block/${dev#/dev/}/size")"

@@ -331,6 +331,47 @@ TEST_F(NbdBackendTest, WithoutMultiConnAVolumeMustUseOneQueue) {
   EXPECT_FALSE(storage_->NewQueueBackend(kDepth).ok());
 }
 
+bool HaveProgram(const char* name) {
+  const std::string command = std::string("command -v ") + name + " >/dev/null 2>&1";
+  return std::system(command.c_str()) == 0;
+}
+
+TEST_F(NbdBackendTest, QemuNbdServesTheVolume) {
+  if (!HaveProgram("qemu-nbd")) GTEST_SKIP() << "qemu-nbd is not installed (qemu-utils)";
+  const std::string image = dir_ + "/qemu.img";
+  { std::ofstream create(image); }
+  std::filesystem::resize_file(image, 16 << 20);
+  testing_nbd::ServerProcess server(
+      {"qemu-nbd", "-t", "-k", Socket(), "-f", "raw", "-x", "disk", "--shared=4", image}, Socket());
+  ASSERT_TRUE(server.Start()) << "qemu-nbd did not start";
+  absl::Status status = Open("nbd+unix:///disk?socket=" + Socket(), 30000, 16 << 20);
+  ASSERT_TRUE(status.ok()) << status;
+  RandomWriteReadBack(16 << 20, 2);
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpWriteZeroes, 0, 65536)), 65536);
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 65536)), 65536);
+  EXPECT_TRUE(RangeIsZero(0, 65536));
+}
+
+TEST_F(NbdBackendTest, NbdServerServesTheVolume) {
+  if (!HaveProgram("nbd-server")) GTEST_SKIP() << "nbd-server is not installed";
+  const std::string image = dir_ + "/nbd-server.img";
+  { std::ofstream create(image); }
+  std::filesystem::resize_file(image, 16 << 20);
+  const std::string config = dir_ + "/nbd-server.conf";
+  std::ofstream(config) << "[generic]\n  user = root\n  group = root\n  unixsock = " << Socket()
+                        << "\n[disk]\n  exportname = " << image << "\n  flush = true\n"
+                        << "  fua = true\n  trim = true\n";
+  const std::string pid_file = dir_ + "/nbd-server.pid";
+  testing_nbd::ServerProcess server({"nbd-server", "-C", config, "-p", pid_file}, Socket(),
+                                    pid_file);
+  ASSERT_TRUE(server.Start()) << "nbd-server did not start";
+  absl::Status status = Open("nbd+unix:///disk?socket=" + Socket(), 30000, 16 << 20);
+  ASSERT_TRUE(status.ok()) << status;
+  RandomWriteReadBack(16 << 20, 2);
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
+}
+
 class NbdLyingServerTest : public NbdBackendTest, public ::testing::WithParamInterface<Lie> {};
 
 TEST_P(NbdLyingServerTest, ConnectionIsDroppedAndTheRequestRetried) {

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
@@ -60,6 +61,53 @@ inline uint16_t FreeTcpPort() {
   ::close(fd);
   return ntohs(addr.sin_port);
 }
+
+// Another NBD server (qemu-nbd, nbd-server): argv as given, ready once `unix_socket` accepts
+// connections. One that daemonizes names its pid file; it is killed through it at the end.
+class ServerProcess {
+ public:
+  ServerProcess(std::vector<std::string> argv, std::string unix_socket, std::string pid_file = "")
+      : argv_(std::move(argv)), unix_socket_(std::move(unix_socket)), pid_file_(pid_file) {}
+  ~ServerProcess() {
+    if (!pid_file_.empty()) {
+      pid_t daemon = 0;
+      std::ifstream(pid_file_) >> daemon;
+      if (daemon > 0) ::kill(daemon, SIGKILL);
+    }
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  bool Start() {
+    ::unlink(unix_socket_.c_str());
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      std::vector<char*> c_argv;
+      for (auto& a : argv_) c_argv.push_back(a.data());
+      c_argv.push_back(nullptr);
+      ::execvp(c_argv[0], c_argv.data());
+      ::_exit(127);
+    }
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (Clock::now() < deadline) {
+      if (CanConnectUnix(unix_socket_)) return true;
+      int status = 0;
+      if (pid_ > 0 && ::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        // A daemon's parent exits once the daemon runs.
+        if (pid_file_.empty() || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling interval
+    }
+    return false;
+  }
+
+ private:
+  std::vector<std::string> argv_;
+  std::string unix_socket_;
+  std::string pid_file_;
+  pid_t pid_ = -1;
+};
 
 // nbdkit in the foreground, on a Unix socket (unix_socket set) or a loopback TCP port.
 class NbdKit {

@@ -128,7 +128,7 @@ bool NbdBackend::NextRequest(uint16_t tag) {
       case abi::kIoOpWriteZeroes:
         if (s.zero_fill) {
           s.command = nbd::kCmdWrite;
-          s.chunk = std::min<uint32_t>(remaining, static_cast<uint32_t>(zeroes_.size()));
+          s.chunk = std::min({remaining, max_chunk_, static_cast<uint32_t>(zeroes_.size())});
         } else {
           s.command = nbd::kCmdWriteZeroes;
           s.chunk = remaining;

@@ -2,6 +2,7 @@
 // through its ring: no ublk device needed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -176,6 +177,29 @@ TEST_F(NbdBackendTest, FuaFlushTrimAndWriteZeroes) {
   EXPECT_EQ(b[4096 + 8192], 0x5c);
   EXPECT_EQ(b[32767], 0x5c);
   EXPECT_EQ(b[32768], 0);  // the memory plugin reads trimmed ranges as zeroes
+}
+
+TEST_F(NbdBackendTest, WriteZeroesAndFuaAreEmulatedWhenTheServerLacksThem) {
+  // nozero hides WRITE_ZEROES, the fua filter (mode none) hides FUA: zeroes go out as WRITEs (split
+  // at the maximum payload the policy filter sets), FUA as a FLUSH after the write.
+  StartKit({"--filter=nozero", "--filter=fua", "--filter=blocksize-policy", "memory", "64M",
+            "blocksize-maximum=65536", "blocksize-error-policy=error"});
+  ASSERT_TRUE(Open(kit_->uri()).ok());
+  const nbd::ExportInfo& info = storage_->export_info();
+  ASSERT_FALSE(info.can_write_zeroes());
+  ASSERT_FALSE(info.can_fua());
+  ASSERT_TRUE(info.can_flush());
+  std::memset(driver_->Buffer(0), 0x6b, Driver::kMaxIoBytes);
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, 0, Driver::kMaxIoBytes, abi::kIoFFua)),
+            static_cast<int32_t>(Driver::kMaxIoBytes));
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpWriteZeroes, 4096, 512 * 1024)), 512 * 1024);
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, Driver::kMaxIoBytes)),
+            static_cast<int32_t>(Driver::kMaxIoBytes));
+  const uint8_t* b = driver_->Buffer(0);
+  EXPECT_EQ(b[4095], 0x6b);
+  EXPECT_TRUE(std::all_of(b + 4096, b + 4096 + 512 * 1024, [](uint8_t v) { return v == 0; }));
+  EXPECT_EQ(b[4096 + 512 * 1024], 0x6b);
+  EXPECT_EQ(stats_->server_errors.load(), 0u);
 }
 
 TEST_F(NbdBackendTest, RequestsAboveTheServerMaximumAreSplit) {

@@ -114,3 +114,43 @@ TEST(ValidateVolumeSpecTest, FileBackendNeedsAnAbsolutePathInAnExistingDirectory
 
 }  // namespace
 }  // namespace blk::agent
+
+namespace blk::agent {
+namespace {
+
+v1::Volume NbdVolume(const std::string& uri) {
+  v1::Volume volume;
+  volume.set_id("remote-1");
+  volume.set_size_bytes(64 << 20);
+  volume.mutable_nbd()->set_uri(uri);
+  return NormalizeVolumeSpec(volume);
+}
+
+TEST(ValidateVolumeSpecTest, NbdBackendTakesTcpAndUnixUris) {
+  EXPECT_TRUE(ValidateVolumeSpec(NbdVolume("nbd://127.0.0.1:10809/")).ok());
+  EXPECT_TRUE(ValidateVolumeSpec(NbdVolume("nbd+unix:///disk?socket=/run/nbd.sock")).ok());
+}
+
+TEST(ValidateVolumeSpecTest, NbdBackendRefusesMalformedUrisNamingTheField) {
+  for (const char* uri : {"", "nbd://", "nbd://h:0/", "nbd+unix:///x", "http://h/"}) {
+    SCOPED_TRACE(uri);
+    v1::Volume spec = NbdVolume(uri);
+    ExpectInvalid(spec, "volume.nbd.uri");
+  }
+}
+
+TEST(NormalizeVolumeSpecTest, NbdIoTimeoutDefaultsTo30Seconds) {
+  EXPECT_EQ(NbdVolume("nbd://h/").nbd().io_timeout_seconds(), 30u);
+  v1::Volume volume = NbdVolume("nbd://h/");
+  volume.mutable_nbd()->set_io_timeout_seconds(5);
+  EXPECT_EQ(NormalizeVolumeSpec(volume).nbd().io_timeout_seconds(), 5u);
+}
+
+TEST(ValidateVolumeSpecTest, NbdIoTimeoutIsBounded) {
+  v1::Volume spec = NbdVolume("nbd://h/");
+  spec.mutable_nbd()->set_io_timeout_seconds(7 * 24 * 3600);
+  ExpectInvalid(spec, "volume.nbd.io_timeout_seconds");
+}
+
+}  // namespace
+}  // namespace blk::agent

@@ -13,6 +13,7 @@
 #include "server/backend.h"
 #include "server/backend_config.h"
 #include "server/device_config.h"
+#include "server/device_params.h"
 #include "server/io_counters.h"
 #include "server/queue.h"
 #include "server/ublk_control.h"
@@ -28,8 +29,18 @@ class Device {
   // regular file or block device smaller than size_bytes, or a missing parent directory:
   // InvalidArgument), then ADD_DEV, SET_PARAMS, queue threads, START_DEV. On any failure
   // everything is undone (device deleted, threads joined) and the error returned.
-  static absl::StatusOr<std::unique_ptr<Device>> Create(const DeviceConfig& config);
-  ~Device();  // Stop(/*force=*/true) if still running
+  // `dev_id`: the kernel id to ask for (kAnyDeviceId: the kernel picks); taken: FailedPrecondition.
+  static absl::StatusOr<std::unique_ptr<Device>> Create(const DeviceConfig& config,
+                                                        uint32_t dev_id = kAnyDeviceId);
+  // Takes over device `dev_id` left by a server that exited or was killed (user recovery): waits
+  // (bounded) for the kernel to quiesce it, re-opens the backend (a missing backing file is an
+  // error, never re-created empty), START_USER_RECOVERY, queue threads, END_USER_RECOVERY. Queued
+  // I/O then resumes. NotFound when there is no such device; FailedPrecondition when it cannot be
+  // recovered (never started, created without recovery, or still served). On failure the kernel
+  // device is left as it was, for a later attempt.
+  static absl::StatusOr<std::unique_ptr<Device>> Recover(uint32_t dev_id,
+                                                         const DeviceConfig& config);
+  ~Device();  // Stop(/*force=*/true) unless stopped or detached
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 
@@ -42,6 +53,10 @@ class Device {
   // regardless; openers get I/O errors. Then the queue threads end and the device is deleted.
   // Idempotent.
   absl::Status Stop(bool force);
+  // Lets go of the device without stopping it (agent upgrade): the queue threads end and
+  // /dev/ublkcN is closed; with user recovery the kernel quiesces the device and holds its I/O for
+  // the next server's Recover. Idempotent.
+  void Detach();
 
   uint64_t kernel_features() const { return kernel_features_; }
   uint64_t device_flags() const { return device_flags_; }  // what ADD_DEV asked for
@@ -53,7 +68,8 @@ class Device {
  private:
   Device(const DeviceConfig& config, std::unique_ptr<ControlDevice> control,
          std::unique_ptr<Storage> storage, uint32_t dev_id);
-  absl::Status StartQueuesAndDevice(uint32_t max_io_buf_bytes);
+  // Opens /dev/ublkcN and starts one thread per queue, each with a FETCH pending for every tag.
+  absl::Status StartQueues(uint32_t max_io_bytes);
   absl::Status RefuseIfOpen();
   // Ends the queue threads, closes /dev/ublkcN and deletes the kernel device; waits for the
   // deletion to finish only when nobody can still hold the device open.
@@ -69,7 +85,7 @@ class Device {
   UniqueFd char_fd_;
   std::vector<std::unique_ptr<Queue>> queues_;
   bool started_ = false;
-  bool deleted_ = false;
+  bool released_ = false;  // deleted or detached: the kernel device is no longer ours
 };
 
 }  // namespace blk::server

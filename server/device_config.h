@@ -13,6 +13,9 @@ struct DeviceConfig {
   uint16_t queue_depth = 128;
   bool read_only = false;
   uint32_t max_io_bytes = 512 * 1024;
+  // I/O fails at once while no server runs (UBLK_F_USER_RECOVERY_FAIL_IO) instead of waiting for
+  // the next one.
+  bool fail_fast = false;
   BackendConfig backend;
 };
 

@@ -41,18 +41,29 @@ absl::Status ValidateDeviceConfig(const DeviceConfig& config) {
   return absl::OkStatus();
 }
 
-uint64_t ChooseDeviceFlags(uint64_t kernel_features, const DeviceConfig& /*config*/) {
+uint64_t ChooseDeviceFlags(uint64_t kernel_features, const DeviceConfig& config) {
   // Copy mode with one thread per queue needs no optional feature. The ioctl encoding is asked
   // for whenever offered: newer kernels may be built without the legacy opcodes.
-  return kernel_features & abi::kFCmdIoctlEncode;
+  uint64_t flags = kernel_features & abi::kFCmdIoctlEncode;
+  if ((kernel_features & abi::kFUserRecovery) == 0) return flags;
+  // The kernel accepts RECOVERY alone, or with exactly one of REISSUE and FAIL_IO.
+  if (config.fail_fast) {
+    if (kernel_features & abi::kFUserRecoveryFailIo) {
+      flags |= abi::kFUserRecovery | abi::kFUserRecoveryFailIo;
+    }
+    return flags;
+  }
+  flags |= abi::kFUserRecovery;
+  if (kernel_features & abi::kFUserRecoveryReissue) flags |= abi::kFUserRecoveryReissue;
+  return flags;
 }
 
-abi::CtrlDevInfo BuildDevInfo(const DeviceConfig& config, uint64_t flags) {
+abi::CtrlDevInfo BuildDevInfo(const DeviceConfig& config, uint64_t flags, uint32_t dev_id) {
   abi::CtrlDevInfo info{};
   info.nr_hw_queues = config.queues;
   info.queue_depth = config.queue_depth;
   info.max_io_buf_bytes = config.max_io_bytes;
-  info.dev_id = std::numeric_limits<uint32_t>::max();
+  info.dev_id = dev_id;
   info.ublksrv_pid = -1;
   info.flags = flags;
   return info;

@@ -14,11 +14,17 @@ namespace blk::server {
 absl::Status ValidateDeviceConfig(const DeviceConfig& config);
 
 // The one place that decides the UBLK_F_* flags of ADD_DEV from what the kernel offers and what the
-// device wants.
+// device wants. User recovery is asked for whenever offered, so a restarted or killed agent never
+// fails an I/O: the device waits for the next agent (REISSUE: requests the old one had taken are
+// issued again), or with config.fail_fast fails I/O while no agent serves it.
 uint64_t ChooseDeviceFlags(uint64_t kernel_features, const DeviceConfig& config);
 
-// ADD_DEV's dev_info: the kernel picks the id.
-abi::CtrlDevInfo BuildDevInfo(const DeviceConfig& config, uint64_t flags);
+// ADD_DEV with this id lets the kernel pick one.
+inline constexpr uint32_t kAnyDeviceId = 0xffffffffu;
+
+// ADD_DEV's dev_info, asking for `dev_id` (kAnyDeviceId: the kernel picks).
+abi::CtrlDevInfo BuildDevInfo(const DeviceConfig& config, uint64_t flags,
+                              uint32_t dev_id = kAnyDeviceId);
 
 // SET_PARAMS content: geometry, read-only, a volatile cache (so FLUSH arrives), FUA, and discard /
 // write-zeroes limits (so DISCARD and WRITE_ZEROES arrive).

@@ -92,6 +92,9 @@ void Queue::Run(std::promise<absl::Status>* started) {
   }
   started->set_value(absl::OkStatus());
   Loop();
+  // Results committed in the last round are still only SQEs: hand them to the kernel, so a detach
+  // (agent upgrade) leaves no request the block layer must wait for or retry.
+  io_uring_submit(ring_->get());
   // Closing the ring cancels whatever fetches the kernel did not abort.
   ring_.reset();
   descriptors_.Reset();

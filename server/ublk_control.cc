@@ -26,6 +26,8 @@ absl::Status ErrnoStatus(int err, absl::string_view what) {
       return absl::PermissionDeniedError(message);
     case EBUSY:
       return absl::FailedPreconditionError(message);
+    case EEXIST:
+      return absl::AlreadyExistsError(message);
     case EINVAL:
     case EOPNOTSUPP:
       return absl::InvalidArgumentError(message);
@@ -143,6 +145,19 @@ absl::Status ControlDevice::StartDev(uint32_t dev_id, pid_t server_pid) {
 
 absl::Status ControlDevice::StopDev(uint32_t dev_id) {
   return Execute("STOP_DEV", abi::kCmdStopDev, abi::kUCmdStopDev, DeviceCmd(dev_id)).status();
+}
+
+absl::Status ControlDevice::StartUserRecovery(uint32_t dev_id) {
+  return Execute("START_USER_RECOVERY", abi::kCmdStartUserRecovery, abi::kUCmdStartUserRecovery,
+                 DeviceCmd(dev_id))
+      .status();
+}
+
+absl::Status ControlDevice::EndUserRecovery(uint32_t dev_id, pid_t server_pid) {
+  abi::CtrlCmd cmd = DeviceCmd(dev_id);
+  cmd.data[0] = static_cast<uint64_t>(server_pid);
+  return Execute("END_USER_RECOVERY", abi::kCmdEndUserRecovery, abi::kUCmdEndUserRecovery, cmd)
+      .status();
 }
 
 absl::Status ControlDevice::TryStopDev(uint32_t dev_id) {

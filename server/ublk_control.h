@@ -39,6 +39,11 @@ class ControlDevice {
   // Blocks until every queue has a FETCH_REQ pending for every tag.
   absl::Status StartDev(uint32_t dev_id, pid_t server_pid);
   absl::Status StopDev(uint32_t dev_id);
+  // User recovery (UBLK_F_USER_RECOVERY): START on a quiesced device whose server is gone, then a
+  // new server opens /dev/ublkcN and fetches on every tag, then END (blocks until every queue has
+  // fetched, like START_DEV) makes the device live again with `server_pid` as its server.
+  absl::Status StartUserRecovery(uint32_t dev_id);
+  absl::Status EndUserRecovery(uint32_t dev_id, pid_t server_pid);
   // Only with UBLK_F_SAFE_STOP_DEV: FailedPrecondition when the block device is open.
   absl::Status TryStopDev(uint32_t dev_id);
   // Removes the device. With `wait`, returns once every reference is gone (including openers of

@@ -16,8 +16,33 @@ DeviceConfig TypicalConfig() {
 }
 
 TEST(ChooseDeviceFlags, AsksForIoctlEncodingWhenTheKernelOffersIt) {
-  EXPECT_EQ(ChooseDeviceFlags(0x1fe, TypicalConfig()), abi::kFCmdIoctlEncode);
-  EXPECT_EQ(ChooseDeviceFlags(0x1fffff, TypicalConfig()), abi::kFCmdIoctlEncode);
+  EXPECT_EQ(ChooseDeviceFlags(abi::kFCmdIoctlEncode | abi::kFZoned, TypicalConfig()),
+            abi::kFCmdIoctlEncode);
+  EXPECT_NE(ChooseDeviceFlags(0x1fffff, TypicalConfig()) & abi::kFCmdIoctlEncode, 0u);
+}
+
+TEST(ChooseDeviceFlags, AsksForRecoveryWithReissueWhenOffered) {
+  const uint64_t offered = 0x1fffff;  // a 7.x kernel
+  EXPECT_EQ(ChooseDeviceFlags(offered, TypicalConfig()),
+            abi::kFCmdIoctlEncode | abi::kFUserRecovery | abi::kFUserRecoveryReissue);
+}
+
+TEST(ChooseDeviceFlags, AsksForPlainRecoveryWhenReissueIsNotOffered) {
+  EXPECT_EQ(ChooseDeviceFlags(abi::kFUserRecovery, TypicalConfig()), abi::kFUserRecovery);
+}
+
+TEST(ChooseDeviceFlags, FailFastAsksForFailIoInsteadOfReissue) {
+  DeviceConfig config = TypicalConfig();
+  config.fail_fast = true;
+  EXPECT_EQ(ChooseDeviceFlags(0x1fffff, config),
+            abi::kFCmdIoctlEncode | abi::kFUserRecovery | abi::kFUserRecoveryFailIo);
+}
+
+TEST(ChooseDeviceFlags, FailFastWithoutFailIoAsksForNoRecoverySoIoFailsWhenTheServerDies) {
+  DeviceConfig config = TypicalConfig();
+  config.fail_fast = true;
+  const uint64_t offered = abi::kFUserRecovery | abi::kFUserRecoveryReissue;
+  EXPECT_EQ(ChooseDeviceFlags(offered, config), 0u);
 }
 
 TEST(ChooseDeviceFlags, AsksForNothingOnKernelsWithoutGetFeatures) {
@@ -36,6 +61,10 @@ TEST(BuildDevInfo, LetsTheKernelPickTheIdAndCarriesTheGeometry) {
   EXPECT_EQ(info.queue_depth, 64);
   EXPECT_EQ(info.max_io_buf_bytes, 512u * 1024);
   EXPECT_EQ(info.flags, abi::kFCmdIoctlEncode);
+}
+
+TEST(BuildDevInfo, AsksForAGivenIdWhenTold) {
+  EXPECT_EQ(BuildDevInfo(TypicalConfig(), 0, 7).dev_id, 7u);
 }
 
 TEST(BuildParams, DescribesSizeBlockSizeAndTransferLimit) {

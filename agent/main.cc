@@ -1,5 +1,7 @@
 // blkagent: the node agent. Serves the VolumeService on a Unix socket and owns
-// the ublk devices of every volume until SIGTERM.
+// the ublk devices of every volume. At start it takes over the devices a
+// previous agent left (killed or upgraded); on SIGTERM it leaves them for the
+// next agent, or deletes them with --on-exit delete.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -25,6 +27,7 @@ struct Options {
   std::string state_dir = "/var/lib/blkagent";
   std::string log_level = "info";
   int grpc_threads = 4;
+  std::string on_exit = "leave";
 };
 
 // Removes a socket left by an agent that died; only ever called with the
@@ -87,6 +90,11 @@ int main(int argc, char** argv) {
   app.add_option("--grpc-threads", options.grpc_threads, "RPC worker threads")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
+  app.add_option("--on-exit", options.on_exit,
+                 "on SIGTERM: leave the devices for the next agent (their I/O waits for it), or "
+                 "delete them")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"leave", "delete"}));
   app.set_version_flag("--version", blk::agent::kAgentVersion);
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(options.log_level));
@@ -117,12 +125,13 @@ int main(int argc, char** argv) {
   blk::agent::UblkProvisioner provisioner;
   blk::agent::VolumeTable volumes(std::move(*registry), provisioner);
   for (const std::string& problem : volumes.Restore()) spdlog::warn("restore: {}", problem);
+  volumes.StartRetrying();
 
   blk::agent::VolumeService service(volumes);
   std::unique_ptr<grpc::Server> server = StartGrpc(options, service);
   if (!server) {
     spdlog::critical("cannot listen on unix:{}", options.socket);
-    volumes.StopAll();
+    volumes.DetachAll();
     return 1;
   }
   ::chmod(options.socket.c_str(), 0660);
@@ -133,7 +142,11 @@ int main(int argc, char** argv) {
   spdlog::info("received {}, stopping", strsignal(signal));
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   server->Wait();
-  volumes.StopAll();
+  if (options.on_exit == "delete") {
+    volumes.StopAll();
+  } else {
+    volumes.DetachAll();
+  }
   ::unlink(options.socket.c_str());
   spdlog::info("stopped");
   return 0;

@@ -1,5 +1,10 @@
 #include "agent/ublk_provisioner.h"
 
+#include <absl/strings/numbers.h>
+#include <absl/strings/strip.h>
+
+#include <filesystem>
+
 namespace blk::agent {
 namespace {
 
@@ -9,6 +14,7 @@ class UblkVolumeDevice final : public VolumeDevice {
   int id() const override { return device_->id(); }
   std::string block_path() const override { return device_->block_path(); }
   absl::Status Stop(bool force) override { return device_->Stop(force); }
+  void Detach() override { device_->Detach(); }
 
  private:
   std::unique_ptr<server::Device> device_;
@@ -42,11 +48,77 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec) {
   return config;
 }
 
-absl::StatusOr<std::unique_ptr<VolumeDevice>> UblkProvisioner::Provision(const v1::Volume& spec) {
+absl::StatusOr<std::unique_ptr<VolumeDevice>> UblkProvisioner::Provision(const v1::Volume& spec,
+                                                                          int device_id) {
+  const uint32_t id = device_id < 0 ? server::kAnyDeviceId : static_cast<uint32_t>(device_id);
   absl::StatusOr<std::unique_ptr<server::Device>> device =
-      server::Device::Create(DeviceConfigFor(spec));
+      server::Device::Create(DeviceConfigFor(spec), id);
   if (!device.ok()) return device.status();
   return std::make_unique<UblkVolumeDevice>(std::move(*device));
+}
+
+absl::StatusOr<std::unique_ptr<VolumeDevice>> UblkProvisioner::Recover(const v1::Volume& spec,
+                                                                        int device_id) {
+  absl::StatusOr<std::unique_ptr<server::Device>> device =
+      server::Device::Recover(static_cast<uint32_t>(device_id), DeviceConfigFor(spec));
+  if (!device.ok()) return device.status();
+  return std::make_unique<UblkVolumeDevice>(std::move(*device));
+}
+
+KernelDeviceState UblkProvisioner::StateOf(int device_id) {
+  absl::StatusOr<std::unique_ptr<server::ControlDevice>> control = server::ControlDevice::Open();
+  if (!control.ok()) return KernelDeviceState::kUnknown;
+  absl::StatusOr<server::abi::CtrlDevInfo> info =
+      (*control)->GetDevInfo(static_cast<uint32_t>(device_id));
+  if (!info.ok()) {
+    return info.status().code() == absl::StatusCode::kNotFound ? KernelDeviceState::kAbsent
+                                                               : KernelDeviceState::kUnknown;
+  }
+  switch (info->state) {
+    case server::abi::kDevStateDead:
+      return KernelDeviceState::kDead;
+    case server::abi::kDevStateLive:
+      return KernelDeviceState::kLive;
+    case server::abi::kDevStateQuiesced:
+      return KernelDeviceState::kQuiesced;
+    case server::abi::kDevStateFailIo:
+      return KernelDeviceState::kFailIo;
+    default:
+      return KernelDeviceState::kUnknown;
+  }
+}
+
+std::vector<int> UblkProvisioner::KernelDeviceIds() {
+  // /dev/ublkcN exists from ADD_DEV to DEL_DEV, started or not.
+  std::vector<int> ids;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev", error)) {
+    const std::string file_name = entry.path().filename().string();
+    absl::string_view name = file_name;
+    int id = 0;
+    if (absl::ConsumePrefix(&name, "ublkc") && absl::SimpleAtoi(name, &id)) ids.push_back(id);
+  }
+  return ids;
+}
+
+absl::Status UblkProvisioner::DeleteKernelDevice(int device_id) {
+  absl::StatusOr<std::unique_ptr<server::ControlDevice>> control = server::ControlDevice::Open();
+  if (!control.ok()) return control.status();
+  absl::StatusOr<server::abi::CtrlDevInfo> info =
+      (*control)->GetDevInfo(static_cast<uint32_t>(device_id));
+  if (!info.ok()) {
+    return info.status().code() == absl::StatusCode::kNotFound ? absl::OkStatus() : info.status();
+  }
+  // A device that never started has no openers: wait, so its id is free for the re-create. One
+  // that did may be held open by an application whose I/O would hang the wait.
+  const bool wait = info->state == server::abi::kDevStateDead;
+  if (!wait) {
+    absl::Status stopped = (*control)->StopDev(static_cast<uint32_t>(device_id));
+    if (!stopped.ok() && stopped.code() != absl::StatusCode::kNotFound) return stopped;
+  }
+  absl::Status deleted = (*control)->DelDev(static_cast<uint32_t>(device_id), wait);
+  if (deleted.code() == absl::StatusCode::kNotFound) return absl::OkStatus();
+  return deleted;
 }
 
 }  // namespace blk::agent

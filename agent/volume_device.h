@@ -5,7 +5,9 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "agent/reconcile.h"
 #include "blk/v1/volume.pb.h"
 
 namespace blk::agent {
@@ -18,13 +20,26 @@ class VolumeDevice {
   virtual std::string block_path() const = 0;
   // force=false refuses (FAILED_PRECONDITION) while the device is open.
   virtual absl::Status Stop(bool force) = 0;
+  // Leaves the kernel device in place for the next agent (upgrade, restart).
+  virtual void Detach() = 0;
 };
 
-// Turns a validated, normalized volume spec into a running device.
+// Turns a validated, normalized volume spec into a running device, and shows
+// the kernel's side of things for reconciling at start.
 class DeviceProvisioner {
  public:
   virtual ~DeviceProvisioner() = default;
-  virtual absl::StatusOr<std::unique_ptr<VolumeDevice>> Provision(const v1::Volume& spec) = 0;
+  // device_id: the kernel id to use; -1 lets the kernel choose.
+  virtual absl::StatusOr<std::unique_ptr<VolumeDevice>> Provision(const v1::Volume& spec,
+                                                                   int device_id) = 0;
+  // Takes over a device a previous agent left (killed, or exited for an upgrade).
+  virtual absl::StatusOr<std::unique_ptr<VolumeDevice>> Recover(const v1::Volume& spec,
+                                                                int device_id) = 0;
+  virtual KernelDeviceState StateOf(int device_id) = 0;
+  // Every ublk device id the kernel has, ours or not.
+  virtual std::vector<int> KernelDeviceIds() = 0;
+  // Removes a kernel device that never started (a crash between ADD_DEV and START_DEV).
+  virtual absl::Status DeleteKernelDevice(int device_id) = 0;
 };
 
 }  // namespace blk::agent

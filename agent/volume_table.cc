@@ -4,6 +4,7 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <spdlog/spdlog.h>
 
+#include "agent/reconcile.h"
 #include "agent/volume_validation.h"
 
 namespace blk::agent {
@@ -49,24 +50,164 @@ absl::Status InProgress(const std::string& id) {
 VolumeTable::VolumeTable(VolumeRegistry registry, DeviceProvisioner& provisioner)
     : registry_(std::move(registry)), provisioner_(provisioner) {}
 
+VolumeTable::~VolumeTable() {
+  {
+    std::lock_guard lock(mutex_);
+    retry_stop_ = true;
+  }
+  retry_wake_.notify_all();
+  if (retry_thread_.joinable()) retry_thread_.join();
+}
+
 std::vector<std::string> VolumeTable::Restore() {
   VolumeRegistry::Loaded loaded = registry_.LoadAll();
   std::vector<std::string> problems = std::move(loaded.problems);
-  for (const v1::Volume& stored : loaded.volumes) {
-    v1::Volume spec = NormalizeVolumeSpec(stored);
+  std::set<int> ours;
+  for (const VolumeRegistry::Record& record : loaded.records) {
+    if (record.device_id >= 0) ours.insert(record.device_id);
+  }
+  for (int id : UnknownDevices(provisioner_.KernelDeviceIds(), ours)) {
+    problems.push_back(absl::StrCat("ublk device ", id,
+                                    " is not in this agent's registry; leaving it alone"));
+  }
+  for (const VolumeRegistry::Record& record : loaded.records) {
+    v1::Volume spec = NormalizeVolumeSpec(record.spec);
     {
       std::lock_guard lock(mutex_);
       Entry& entry = entries_[spec.id()];
       entry.volume = spec;
+      entry.device_id = record.device_id;
       entry.busy = true;
       SetStatus(entry.volume, v1::VOLUME_STATE_CREATING);
     }
-    absl::StatusOr<v1::Volume> volume = BringUp(spec);
+    absl::StatusOr<v1::Volume> volume = BringUp(spec, record.device_id, /*degrade=*/true);
     if (!volume.ok()) {
       problems.push_back(absl::StrCat("volume ", spec.id(), ": ", volume.status().message()));
     }
   }
   return problems;
+}
+
+std::set<int> VolumeTable::ClaimedIdsLocked() const {
+  std::set<int> claimed;
+  for (const auto& [id, entry] : entries_) {
+    if (entry.device_id >= 0) claimed.insert(entry.device_id);
+  }
+  return claimed;
+}
+
+absl::StatusOr<std::unique_ptr<VolumeDevice>> VolumeTable::Reconcile(const v1::Volume& spec,
+                                                                     int& device_id, bool fresh) {
+  // A fresh volume's id was just chosen among the free ones: nothing to reconcile.
+  const KernelDeviceState state = device_id >= 0 && !fresh ? provisioner_.StateOf(device_id)
+                                                           : KernelDeviceState::kAbsent;
+  const RestoreAction action = DecideRestore(device_id, state);
+  if (action == RestoreAction::kRecover) {
+    spdlog::info("volume {}: recovering ublk device {} (kernel state {})", spec.id(), device_id,
+                 KernelDeviceStateName(state));
+    return provisioner_.Recover(spec, device_id);
+  }
+  if (action == RestoreAction::kDeleteThenCreate) {
+    spdlog::info("volume {}: removing half-created ublk device {}", spec.id(), device_id);
+    if (absl::Status deleted = provisioner_.DeleteKernelDevice(device_id); !deleted.ok()) {
+      return deleted;
+    }
+  }
+  if (action != RestoreAction::kCreateWithAnyId) {
+    absl::StatusOr<std::unique_ptr<VolumeDevice>> device = provisioner_.Provision(spec, device_id);
+    if (device.ok() || device.status().code() != absl::StatusCode::kAlreadyExists) return device;
+    spdlog::warn("volume {}: ublk device id {} was taken meanwhile; choosing another", spec.id(),
+                 device_id);
+  }
+  // Record the id before ADD_DEV: a crash in between leaves a device the next start recognizes.
+  {
+    std::lock_guard lock(mutex_);
+    std::set<int> claimed = ClaimedIdsLocked();
+    claimed.erase(device_id);
+    const int id = FirstFreeDeviceId(provisioner_.KernelDeviceIds(), claimed);
+    if (absl::Status saved = registry_.Save(spec, id); !saved.ok()) return saved;
+    device_id = id;
+    entries_.at(spec.id()).device_id = id;
+  }
+  return provisioner_.Provision(spec, device_id);
+}
+
+absl::StatusOr<v1::Volume> VolumeTable::BringUp(const v1::Volume& spec, int device_id,
+                                                bool degrade, bool fresh) {
+  absl::StatusOr<std::unique_ptr<VolumeDevice>> device = Reconcile(spec, device_id, fresh);
+  std::lock_guard lock(mutex_);
+  Entry& entry = entries_.at(spec.id());
+  entry.busy = false;
+  if (!device.ok()) {
+    if (degrade) {
+      entry.backoff = entry.backoff.count() == 0 ? initial_backoff_
+                                                 : std::min(2 * entry.backoff, max_backoff_);
+      entry.next_retry = Clock::now() + entry.backoff;
+      spdlog::warn("volume {}: degraded (retry in {} ms): {}", spec.id(), entry.backoff.count(),
+                   device.status().ToString());
+      SetStatus(entry.volume, v1::VOLUME_STATE_DEGRADED, device.status().message());
+      retry_wake_.notify_all();
+    } else {
+      spdlog::warn("volume {}: create failed: {}", spec.id(), device.status().ToString());
+      SetStatus(entry.volume, v1::VOLUME_STATE_FAILED, device.status().message());
+    }
+    return device.status();
+  }
+  entry.device = std::move(*device);
+  entry.backoff = std::chrono::milliseconds(0);
+  if (entry.device->id() != entry.device_id) {
+    entry.device_id = entry.device->id();
+    if (absl::Status saved = registry_.Save(spec, entry.device_id); !saved.ok()) {
+      spdlog::error("volume {}: cannot record device id {}: {}", spec.id(), entry.device_id,
+                    saved.ToString());
+    }
+  }
+  SetStatus(entry.volume, v1::VOLUME_STATE_LIVE);
+  entry.volume.mutable_status()->set_device_path(entry.device->block_path());
+  entry.volume.mutable_status()->set_device_id(entry.device->id());
+  spdlog::info("volume {}: live at {}", spec.id(), entry.device->block_path());
+  return entry.volume;
+}
+
+void VolumeTable::StartRetrying(std::chrono::milliseconds initial_backoff,
+                                std::chrono::milliseconds max_backoff) {
+  std::lock_guard lock(mutex_);
+  if (retry_thread_.joinable()) return;
+  initial_backoff_ = initial_backoff;
+  max_backoff_ = max_backoff;
+  retry_thread_ = std::thread([this] { RetryLoop(); });
+}
+
+void VolumeTable::RetryLoop() {
+  std::unique_lock lock(mutex_);
+  while (!retry_stop_) {
+    const Clock::time_point now = Clock::now();
+    Clock::time_point next = Clock::time_point::max();
+    std::vector<std::pair<v1::Volume, int>> due;
+    for (auto& [id, entry] : entries_) {
+      if (entry.busy || entry.volume.status().state() != v1::VOLUME_STATE_DEGRADED) continue;
+      if (entry.next_retry <= now) {
+        entry.busy = true;
+        due.emplace_back(SpecOf(entry.volume), entry.device_id);
+      } else {
+        next = std::min(next, entry.next_retry);
+      }
+    }
+    if (due.empty()) {
+      if (next == Clock::time_point::max()) {
+        retry_wake_.wait(lock);
+      } else {
+        retry_wake_.wait_until(lock, next);
+      }
+      continue;
+    }
+    lock.unlock();
+    for (const auto& [spec, device_id] : due) {
+      spdlog::info("volume {}: retrying", spec.id());
+      BringUp(spec, device_id, /*degrade=*/true).IgnoreError();
+    }
+    lock.lock();
+  }
 }
 
 absl::Status VolumeTable::CheckNoConflictLocked(const v1::Volume& spec) const {
@@ -85,6 +226,9 @@ absl::StatusOr<v1::Volume> VolumeTable::Create(const v1::Volume& requested) {
   const v1::Volume spec = NormalizeVolumeSpec(requested);
   if (absl::Status valid = ValidateVolumeSpec(spec); !valid.ok()) return valid;
 
+  int device_id = -1;
+  bool degrade = false;
+  bool fresh = false;
   {
     std::lock_guard lock(mutex_);
     auto it = entries_.find(spec.id());
@@ -99,26 +243,33 @@ absl::StatusOr<v1::Volume> VolumeTable::Create(const v1::Volume& requested) {
       }
       if (entry.volume.status().state() == v1::VOLUME_STATE_LIVE) return entry.volume;
       // Same spec, but the device is not up (it failed at restore): try again.
+      degrade = entry.volume.status().state() == v1::VOLUME_STATE_DEGRADED;
+      device_id = entry.device_id;
       entry.busy = true;
       SetStatus(entry.volume, v1::VOLUME_STATE_CREATING);
     } else {
       if (absl::Status free = CheckNoConflictLocked(spec); !free.ok()) return free;
+      // The id is chosen and recorded before ADD_DEV: an agent killed in between leaves a
+      // device the next start recognizes as half-created.
+      device_id = FirstFreeDeviceId(provisioner_.KernelDeviceIds(), ClaimedIdsLocked());
+      fresh = true;
       Entry& entry = entries_[spec.id()];
       entry.volume = spec;
+      entry.device_id = device_id;
       entry.busy = true;
       SetStatus(entry.volume, v1::VOLUME_STATE_CREATING);
-      if (absl::Status saved = registry_.Save(spec); !saved.ok()) {
+      if (absl::Status saved = registry_.Save(spec, device_id); !saved.ok()) {
         entries_.erase(spec.id());
         return saved;
       }
     }
   }
-  absl::StatusOr<v1::Volume> volume = BringUp(spec);
+  absl::StatusOr<v1::Volume> volume = BringUp(spec, device_id, degrade, fresh);
   if (!volume.ok()) {
     // A new volume that could not be created leaves nothing behind.
     std::lock_guard lock(mutex_);
     auto it = entries_.find(spec.id());
-    if (it != entries_.end() && !it->second.device) {
+    if (it != entries_.end() && !it->second.device && !degrade) {
       if (absl::Status removed = registry_.Remove(spec.id()); !removed.ok()) {
         spdlog::error("volume {}: {}", spec.id(), removed.ToString());
       }
@@ -128,29 +279,12 @@ absl::StatusOr<v1::Volume> VolumeTable::Create(const v1::Volume& requested) {
   return volume;
 }
 
-absl::StatusOr<v1::Volume> VolumeTable::BringUp(const v1::Volume& spec) {
-  absl::StatusOr<std::unique_ptr<VolumeDevice>> device = provisioner_.Provision(spec);
-  std::lock_guard lock(mutex_);
-  Entry& entry = entries_.at(spec.id());
-  entry.busy = false;
-  if (!device.ok()) {
-    spdlog::warn("volume {}: create failed: {}", spec.id(), device.status().ToString());
-    SetStatus(entry.volume, v1::VOLUME_STATE_FAILED, device.status().message());
-    return device.status();
-  }
-  entry.device = std::move(*device);
-  SetStatus(entry.volume, v1::VOLUME_STATE_LIVE);
-  entry.volume.mutable_status()->set_device_path(entry.device->block_path());
-  entry.volume.mutable_status()->set_device_id(entry.device->id());
-  spdlog::info("volume {}: live at {}", spec.id(), entry.device->block_path());
-  return entry.volume;
-}
-
 absl::Status VolumeTable::Delete(const std::string& id, bool force) {
   if (!IsValidVolumeId(id)) {
     return absl::InvalidArgumentError(absl::StrCat("id: '", id, "' is not a valid volume id"));
   }
   VolumeDevice* device = nullptr;
+  int device_id = -1;
   v1::VolumeStatus previous;
   {
     std::lock_guard lock(mutex_);
@@ -162,6 +296,18 @@ absl::Status VolumeTable::Delete(const std::string& id, bool force) {
     previous = entry.volume.status();
     entry.volume.mutable_status()->set_state(v1::VOLUME_STATE_DELETING);
     device = entry.device.get();
+    device_id = entry.device_id;
+  }
+  if (device == nullptr && device_id >= 0 &&
+      provisioner_.StateOf(device_id) != KernelDeviceState::kAbsent) {
+    // A degraded volume's device a previous agent left: nothing serves it, remove it.
+    if (absl::Status deleted = provisioner_.DeleteKernelDevice(device_id); !deleted.ok()) {
+      std::lock_guard lock(mutex_);
+      Entry& entry = entries_.at(id);
+      *entry.volume.mutable_status() = previous;
+      entry.busy = false;
+      return deleted;
+    }
   }
   if (device != nullptr) {
     if (absl::Status stopped = device->Stop(force); !stopped.ok()) {
@@ -216,6 +362,16 @@ void VolumeTable::StopAll() {
     }
     entry.device.reset();
     SetStatus(entry.volume, v1::VOLUME_STATE_UNSPECIFIED, "agent stopped");
+  }
+}
+
+void VolumeTable::DetachAll() {
+  std::lock_guard lock(mutex_);
+  for (auto& [id, entry] : entries_) {
+    if (!entry.device) continue;
+    entry.device->Detach();
+    entry.device.reset();
+    SetStatus(entry.volume, v1::VOLUME_STATE_UNSPECIFIED, "agent stopped; device left for the next agent");
   }
 }
 

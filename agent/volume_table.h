@@ -3,10 +3,14 @@
 #include <absl/status/status.h>
 #include <absl/status/statusor.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/volume_device.h"
@@ -22,36 +26,66 @@ namespace blk::agent {
 class VolumeTable {
  public:
   VolumeTable(VolumeRegistry registry, DeviceProvisioner& provisioner);
+  ~VolumeTable();  // ends the retry thread; devices are left as they are
   VolumeTable(const VolumeTable&) = delete;
   VolumeTable& operator=(const VolumeTable&) = delete;
 
-  // Brings up every persisted volume. Volumes that fail stay listed in state
-  // FAILED with the reason; returns the problems found, for the log.
+  // Reconciles every persisted volume with the kernel (see DecideRestore):
+  // recovers devices a previous agent left, re-creates missing ones under
+  // their old number, removes half-created ones. Volumes that cannot be served
+  // stay listed in state DEGRADED with the reason. Kernel devices no record
+  // claims are reported and left alone. Returns the problems found, for the log.
   std::vector<std::string> Restore();
+
+  // Retries DEGRADED volumes in the background, each with its own backoff
+  // (initial_backoff doubling up to max_backoff).
+  void StartRetrying(std::chrono::milliseconds initial_backoff = std::chrono::seconds(1),
+                     std::chrono::milliseconds max_backoff = std::chrono::seconds(60));
 
   absl::StatusOr<v1::Volume> Create(const v1::Volume& requested);
   absl::Status Delete(const std::string& id, bool force);
   absl::StatusOr<v1::Volume> Get(const std::string& id) const;
   std::vector<v1::Volume> List() const;
 
-  // Stops every device, keeping the persisted specs (agent shutdown).
+  // Stops and deletes every device, keeping the persisted specs
+  // (`blkagent --on-exit delete`).
   void StopAll();
+  // Leaves every device in the kernel for the next agent to recover (the
+  // default exit: an upgrade or restart fails no I/O).
+  void DetachAll();
 
  private:
+  using Clock = std::chrono::steady_clock;
   struct Entry {
     v1::Volume volume;  // normalized spec plus status
     std::unique_ptr<VolumeDevice> device;
-    bool busy = false;  // a Create or Delete is in flight
+    int device_id = -1;  // the kernel id in the record
+    bool busy = false;   // a Create, Delete or retry is in flight
+    std::chrono::milliseconds backoff{0};
+    Clock::time_point next_retry{};
   };
 
-  // Provisions the device of an entry marked busy and records the outcome.
-  absl::StatusOr<v1::Volume> BringUp(const v1::Volume& spec);
+  // Brings up the device of an entry marked busy, reconciling with the kernel
+  // unless the volume is `fresh` (just created), and records the outcome
+  // (failure: DEGRADED when `degrade`, else FAILED).
+  absl::StatusOr<v1::Volume> BringUp(const v1::Volume& spec, int device_id, bool degrade,
+                                     bool fresh = false);
+  absl::StatusOr<std::unique_ptr<VolumeDevice>> Reconcile(const v1::Volume& spec, int& device_id,
+                                                          bool fresh);
   absl::Status CheckNoConflictLocked(const v1::Volume& spec) const;
+  std::set<int> ClaimedIdsLocked() const;
+  void RetryLoop();
 
   VolumeRegistry registry_;
   DeviceProvisioner& provisioner_;
   mutable std::mutex mutex_;
   std::map<std::string, Entry> entries_;
+
+  std::condition_variable retry_wake_;
+  bool retry_stop_ = false;
+  std::chrono::milliseconds initial_backoff_{1000};
+  std::chrono::milliseconds max_backoff_{60000};
+  std::thread retry_thread_;
 };
 
 }  // namespace blk::agent

@@ -37,12 +37,12 @@ TEST(VolumeRegistryTest, SavedSpecsLoadBackInIdOrderWithoutStatus) {
 
   VolumeRegistry::Loaded loaded = registry->LoadAll();
   EXPECT_THAT(loaded.problems, SizeIs(0));
-  ASSERT_THAT(loaded.volumes, SizeIs(2));
-  EXPECT_EQ(loaded.volumes[0].id(), "a");
-  EXPECT_EQ(loaded.volumes[1].id(), "b");
-  EXPECT_EQ(loaded.volumes[1].file().path(), "/var/tmp/b.img");
-  EXPECT_EQ(loaded.volumes[1].queues(), 2u);
-  EXPECT_FALSE(loaded.volumes[1].has_status());
+  ASSERT_THAT(loaded.records, SizeIs(2));
+  EXPECT_EQ(loaded.records[0].spec.id(), "a");
+  EXPECT_EQ(loaded.records[1].spec.id(), "b");
+  EXPECT_EQ(loaded.records[1].spec.file().path(), "/var/tmp/b.img");
+  EXPECT_EQ(loaded.records[1].spec.queues(), 2u);
+  EXPECT_FALSE(loaded.records[1].spec.has_status());
 }
 
 TEST(VolumeRegistryTest, RemovedSpecIsGoneAndRemovingTwiceIsOk) {
@@ -52,7 +52,7 @@ TEST(VolumeRegistryTest, RemovedSpecIsGoneAndRemovingTwiceIsOk) {
   ASSERT_TRUE(registry->Save(FileVolume("a")).ok());
   ASSERT_TRUE(registry->Remove("a").ok());
   ASSERT_TRUE(registry->Remove("a").ok());
-  EXPECT_THAT(registry->LoadAll().volumes, SizeIs(0));
+  EXPECT_THAT(registry->LoadAll().records, SizeIs(0));
 }
 
 TEST(VolumeRegistryTest, ATornRecordIsReportedAndTheOthersStillLoad) {
@@ -65,8 +65,8 @@ TEST(VolumeRegistryTest, ATornRecordIsReportedAndTheOthersStillLoad) {
   std::ofstream(registry->directory() + "/good.json.tmp") << "garbage";
 
   VolumeRegistry::Loaded loaded = registry->LoadAll();
-  ASSERT_THAT(loaded.volumes, SizeIs(1));
-  EXPECT_EQ(loaded.volumes[0].id(), "good");
+  ASSERT_THAT(loaded.records, SizeIs(1));
+  EXPECT_EQ(loaded.records[0].spec.id(), "good");
   ASSERT_THAT(loaded.problems, SizeIs(1));
   EXPECT_THAT(loaded.problems[0], HasSubstr("torn.json"));
 }
@@ -78,8 +78,131 @@ TEST(VolumeRegistryTest, ARecordWhoseIdDoesNotMatchItsFileIsReported) {
   ASSERT_TRUE(registry->Save(FileVolume("a")).ok());
   std::filesystem::rename(registry->directory() + "/a.json", registry->directory() + "/b.json");
   VolumeRegistry::Loaded loaded = registry->LoadAll();
-  EXPECT_THAT(loaded.volumes, SizeIs(0));
+  EXPECT_THAT(loaded.records, SizeIs(0));
   EXPECT_THAT(loaded.problems, SizeIs(1));
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void WriteAll(const std::string& path, const std::string& contents) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << contents;
+}
+
+TEST(VolumeRegistryTest, TheRecordKeepsTheDeviceId) {
+  testing::TempDir dir;
+  auto registry = VolumeRegistry::Open(dir.path());
+  ASSERT_TRUE(registry.ok());
+  ASSERT_TRUE(registry->Save(FileVolume("a"), 5).ok());
+  VolumeRegistry::Loaded loaded = registry->LoadAll();
+  ASSERT_THAT(loaded.records, SizeIs(1));
+  EXPECT_EQ(loaded.records[0].device_id, 5);
+  EXPECT_THAT(ReadAll(registry->directory() + "/a.json"), ::testing::StartsWith("blkagent-volume 2 "));
+}
+
+TEST(VolumeRegistryTest, AFormat1RecordFromAnOlderAgentStillLoadsWithoutADeviceId) {
+  testing::TempDir dir;
+  auto registry = VolumeRegistry::Open(dir.path());
+  ASSERT_TRUE(registry.ok());
+  WriteAll(registry->directory() + "/old.json",
+           R"({"id": "old", "sizeBytes": "1048576", "null": {}})");
+  VolumeRegistry::Loaded loaded = registry->LoadAll();
+  EXPECT_THAT(loaded.problems, SizeIs(0));
+  ASSERT_THAT(loaded.records, SizeIs(1));
+  EXPECT_EQ(loaded.records[0].spec.id(), "old");
+  EXPECT_EQ(loaded.records[0].device_id, -1);
+}
+
+TEST(VolumeRegistryTest, ATruncatedRecordFallsBackToThePreviousVersion) {
+  testing::TempDir dir;
+  auto registry = VolumeRegistry::Open(dir.path());
+  ASSERT_TRUE(registry.ok());
+  ASSERT_TRUE(registry->Save(FileVolume("a"), 1).ok());
+  ASSERT_TRUE(registry->Save(FileVolume("a"), 2).ok());
+  const std::string path = registry->directory() + "/a.json";
+  const std::string full = ReadAll(path);
+  WriteAll(path, full.substr(0, full.size() / 2));
+
+  VolumeRegistry::Loaded loaded = registry->LoadAll();
+  ASSERT_THAT(loaded.records, SizeIs(1));
+  EXPECT_EQ(loaded.records[0].spec.id(), "a");
+  EXPECT_EQ(loaded.records[0].device_id, 1);
+  ASSERT_THAT(loaded.problems, SizeIs(1));
+  EXPECT_THAT(loaded.problems[0], HasSubstr("previous version"));
+}
+
+TEST(VolumeRegistryTest, AFlippedByteThatStillParsesIsCaughtByTheChecksum) {
+  testing::TempDir dir;
+  auto registry = VolumeRegistry::Open(dir.path());
+  ASSERT_TRUE(registry.ok());
+  ASSERT_TRUE(registry->Save(FileVolume("a"), 1).ok());
+  ASSERT_TRUE(registry->Save(FileVolume("a"), 2).ok());
+  const std::string path = registry->directory() + "/a.json";
+  std::string text = ReadAll(path);
+  const size_t digit = text.find("1048576");
+  ASSERT_NE(digit, std::string::npos);
+  text[digit] = '2';  // 2048576: still valid JSON, still a valid spec
+  WriteAll(path, text);
+
+  VolumeRegistry::Loaded loaded = registry->LoadAll();
+  ASSERT_THAT(loaded.records, SizeIs(1));
+  EXPECT_EQ(loaded.records[0].spec.size_bytes(), 1u << 20);
+  ASSERT_THAT(loaded.problems, SizeIs(1));
+  EXPECT_THAT(loaded.problems[0], HasSubstr("checksum"));
+}
+
+TEST(VolumeRegistryTest, ACorruptRecordNeverReplacesTheGoodPreviousVersion) {
+  testing::TempDir dir;
+  auto registry = VolumeRegistry::Open(dir.path());
+  ASSERT_TRUE(registry.ok());
+  ASSERT_TRUE(registry->Save(FileVolume("a"), 1).ok());
+  ASSERT_TRUE(registry->Save(FileVolume("a"), 2).ok());
+  const std::string path = registry->directory() + "/a.json";
+  WriteAll(path, "blkagent-volume 2 dev");
+  ASSERT_TRUE(registry->Save(FileVolume("a"), 3).ok());
+  WriteAll(path, "");
+  VolumeRegistry::Loaded loaded = registry->LoadAll();
+  ASSERT_THAT(loaded.records, SizeIs(1));
+  EXPECT_EQ(loaded.records[0].device_id, 1);
+}
+
+TEST(VolumeRegistryTest, ACorruptRecordWithoutAGoodPreviousIsReportedAndSkipped) {
+  testing::TempDir dir;
+  auto registry = VolumeRegistry::Open(dir.path());
+  ASSERT_TRUE(registry.ok());
+  ASSERT_TRUE(registry->Save(FileVolume("a"), 1).ok());
+  WriteAll(registry->directory() + "/a.json", "blkagent-volume 2 device=1 fnv1a64=0\n{}");
+  VolumeRegistry::Loaded loaded = registry->LoadAll();
+  EXPECT_THAT(loaded.records, SizeIs(0));
+  ASSERT_THAT(loaded.problems, SizeIs(1));
+  EXPECT_THAT(loaded.problems[0], HasSubstr("a.json"));
+}
+
+TEST(VolumeRegistryTest, ARecordFromANewerFormatIsReportedNotMisread) {
+  EXPECT_EQ(DecodeVolumeRecord("blkagent-volume 3 device=1 fnv1a64=0\n{}", "a").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(VolumeRegistryTest, EncodedRecordsDecodeToThemselves) {
+  VolumeRegistry::Record record{FileVolume("a"), 9};
+  auto decoded = DecodeVolumeRecord(EncodeVolumeRecord(record), "a");
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->device_id, 9);
+  EXPECT_EQ(decoded->spec.file().path(), "/var/tmp/a.img");
+}
+
+TEST(VolumeRegistryTest, RemoveAlsoRemovesThePreviousVersion) {
+  testing::TempDir dir;
+  auto registry = VolumeRegistry::Open(dir.path());
+  ASSERT_TRUE(registry.ok());
+  ASSERT_TRUE(registry->Save(FileVolume("a"), 1).ok());
+  ASSERT_TRUE(registry->Save(FileVolume("a"), 2).ok());
+  ASSERT_TRUE(std::filesystem::exists(registry->directory() + "/a.json.prev"));
+  ASSERT_TRUE(registry->Remove("a").ok());
+  EXPECT_FALSE(std::filesystem::exists(registry->directory() + "/a.json.prev"));
+  EXPECT_THAT(registry->LoadAll().records, SizeIs(0));
 }
 
 TEST(AtomicFileTest, ReplacesContentsAndLeavesNoTemporaryFile) {

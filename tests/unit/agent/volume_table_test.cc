@@ -15,49 +15,118 @@ using ::testing::HasSubstr;
 using ::testing::SizeIs;
 
 // Fault injection the real kernel cannot do on demand: devices that fail to
-// come up, devices that are open, a provisioning call that hangs.
+// come up, devices that are open, a provisioning call that hangs; and a fake
+// kernel (device id -> state) for reconciling at start.
 struct FakeDeviceState {
   bool open = false;
   bool stopped = false;
 };
 
+class FakeProvisioner;
+
 class FakeDevice final : public VolumeDevice {
  public:
-  FakeDevice(int id, std::shared_ptr<FakeDeviceState> state) : id_(id), state_(std::move(state)) {}
+  FakeDevice(int id, std::shared_ptr<FakeDeviceState> state, FakeProvisioner& provisioner)
+      : id_(id), state_(std::move(state)), provisioner_(provisioner) {}
   int id() const override { return id_; }
   std::string block_path() const override { return "/dev/ublkb" + std::to_string(id_); }
-  absl::Status Stop(bool force) override {
-    if (state_->open && !force) return absl::FailedPreconditionError("device is open by fio");
-    state_->stopped = true;
-    return absl::OkStatus();
-  }
+  absl::Status Stop(bool force) override;
+  void Detach() override;
 
  private:
   int id_;
   std::shared_ptr<FakeDeviceState> state_;
+  FakeProvisioner& provisioner_;
 };
 
 class FakeProvisioner final : public DeviceProvisioner {
  public:
-  absl::StatusOr<std::unique_ptr<VolumeDevice>> Provision(const v1::Volume& spec) override {
-    ++calls;
+  absl::StatusOr<std::unique_ptr<VolumeDevice>> Provision(const v1::Volume& spec,
+                                                           int device_id) override {
     if (gate.valid()) {
       entered.set_value();
       gate.wait();
     }
+    std::lock_guard lock(mutex);
+    ++calls;
     if (!fail_with.ok()) return fail_with;
-    auto state = std::make_shared<FakeDeviceState>();
-    devices[spec.id()] = state;
-    return std::make_unique<FakeDevice>(next_id++, state);
+    if (device_id >= 0 && kernel.contains(device_id)) {
+      return absl::AlreadyExistsError("ublk ADD_DEV: File exists");
+    }
+    int id = device_id;
+    while (id < 0 || kernel.contains(id)) ++id;
+    kernel[id] = KernelDeviceState::kLive;
+    return NewDevice(spec, id);
+  }
+  absl::StatusOr<std::unique_ptr<VolumeDevice>> Recover(const v1::Volume& spec,
+                                                        int device_id) override {
+    std::lock_guard lock(mutex);
+    ++recovered;
+    if (!fail_with.ok()) return fail_with;
+    auto it = kernel.find(device_id);
+    if (it == kernel.end()) return absl::NotFoundError("no such device");
+    it->second = KernelDeviceState::kLive;
+    return NewDevice(spec, device_id);
+  }
+  KernelDeviceState StateOf(int device_id) override {
+    std::lock_guard lock(mutex);
+    auto it = kernel.find(device_id);
+    return it == kernel.end() ? KernelDeviceState::kAbsent : it->second;
+  }
+  std::vector<int> KernelDeviceIds() override {
+    std::lock_guard lock(mutex);
+    std::vector<int> ids;
+    for (const auto& [id, state] : kernel) ids.push_back(id);
+    return ids;
+  }
+  absl::Status DeleteKernelDevice(int device_id) override {
+    std::lock_guard lock(mutex);
+    kernel.erase(device_id);
+    deleted.push_back(device_id);
+    return absl::OkStatus();
+  }
+  void SetFailure(absl::Status status) {
+    std::lock_guard lock(mutex);
+    fail_with = std::move(status);
+  }
+  // What a kill -9 of the agent does to every device it served.
+  void KillServer() {
+    std::lock_guard lock(mutex);
+    for (auto& [id, state] : kernel) {
+      if (state == KernelDeviceState::kLive) state = KernelDeviceState::kQuiesced;
+    }
   }
 
+  std::mutex mutex;
   int calls = 0;
-  int next_id = 0;
+  int recovered = 0;
   absl::Status fail_with;
+  std::map<int, KernelDeviceState> kernel;
+  std::vector<int> deleted;
   std::map<std::string, std::shared_ptr<FakeDeviceState>> devices;
   std::shared_future<void> gate;
   std::promise<void> entered;
+
+ private:
+  std::unique_ptr<VolumeDevice> NewDevice(const v1::Volume& spec, int id) {
+    auto state = std::make_shared<FakeDeviceState>();
+    devices[spec.id()] = state;
+    return std::make_unique<FakeDevice>(id, state, *this);
+  }
 };
+
+absl::Status FakeDevice::Stop(bool force) {
+  if (state_->open && !force) return absl::FailedPreconditionError("device is open by fio");
+  state_->stopped = true;
+  std::lock_guard lock(provisioner_.mutex);
+  provisioner_.kernel.erase(id_);
+  return absl::OkStatus();
+}
+
+void FakeDevice::Detach() {
+  std::lock_guard lock(provisioner_.mutex);
+  provisioner_.kernel[id_] = KernelDeviceState::kQuiesced;
+}
 
 class VolumeTableTest : public ::testing::Test {
  protected:
@@ -69,9 +138,19 @@ class VolumeTableTest : public ::testing::Test {
     }
     return *table_;
   }
-  void Restart() {
+  std::vector<std::string> Restart() {
     table_.reset();
-    Table().Restore();
+    return Table().Restore();
+  }
+  // An agent killed with -9: nothing is stopped, the kernel quiesces its devices.
+  std::vector<std::string> KillAndRestart() {
+    provisioner_.KillServer();
+    return Restart();
+  }
+  VolumeRegistry Registry() {
+    auto registry = VolumeRegistry::Open(dir_.path());
+    EXPECT_TRUE(registry.ok());
+    return std::move(*registry);
   }
   static v1::Volume NullVolume(const std::string& id, uint64_t size = 64 << 20) {
     v1::Volume volume;
@@ -203,20 +282,132 @@ TEST_F(VolumeTableTest, ARestartedTableBringsBackEveryPersistedVolume) {
   EXPECT_EQ(volumes[1].status().state(), v1::VOLUME_STATE_LIVE);
 }
 
-TEST_F(VolumeTableTest, AVolumeThatFailsAtRestoreIsListedAsFailedAndCanBeRetried) {
+TEST_F(VolumeTableTest, AVolumeThatFailsAtRestoreIsListedAsDegradedAndCanBeRetried) {
   ASSERT_TRUE(Table().Create(NullVolume("a")).ok());
   Table().StopAll();
   provisioner_.fail_with = absl::UnavailableError("backend gone");
   Restart();
   auto failed = Table().Get("a");
   ASSERT_TRUE(failed.ok());
-  EXPECT_EQ(failed->status().state(), v1::VOLUME_STATE_FAILED);
+  EXPECT_EQ(failed->status().state(), v1::VOLUME_STATE_DEGRADED);
   EXPECT_THAT(failed->status().message(), HasSubstr("backend gone"));
 
   provisioner_.fail_with = absl::OkStatus();
   auto retried = Table().Create(NullVolume("a"));
   ASSERT_TRUE(retried.ok()) << retried.status();
   EXPECT_EQ(retried->status().state(), v1::VOLUME_STATE_LIVE);
+}
+
+TEST_F(VolumeTableTest, TheRecordKeepsTheKernelDeviceId) {
+  ASSERT_TRUE(Table().Create(NullVolume("a")).ok());
+  ASSERT_TRUE(Table().Create(NullVolume("b")).ok());
+  VolumeRegistry::Loaded loaded = Registry().LoadAll();
+  ASSERT_THAT(loaded.records, SizeIs(2));
+  EXPECT_EQ(loaded.records[0].device_id, 0);
+  EXPECT_EQ(loaded.records[1].device_id, 1);
+}
+
+TEST_F(VolumeTableTest, NewVolumesSkipIdsOtherProgramsUse) {
+  provisioner_.kernel[0] = KernelDeviceState::kLive;  // not ours
+  auto volume = Table().Create(NullVolume("a"));
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  EXPECT_EQ(volume->status().device_id(), 1);
+}
+
+TEST_F(VolumeTableTest, AKilledAgentsDevicesAreRecoveredKeepingTheirNumbers) {
+  ASSERT_TRUE(Table().Create(NullVolume("a")).ok());
+  ASSERT_TRUE(Table().Create(NullVolume("b")).ok());
+  for (int kill = 0; kill < 5; ++kill) {
+    EXPECT_THAT(KillAndRestart(), SizeIs(0));
+    EXPECT_EQ(Table().Get("a")->status().device_id(), 0);
+    EXPECT_EQ(Table().Get("b")->status().device_id(), 1);
+    EXPECT_EQ(Table().Get("b")->status().state(), v1::VOLUME_STATE_LIVE);
+  }
+  EXPECT_EQ(provisioner_.recovered, 10);
+  EXPECT_EQ(provisioner_.calls, 2);  // never re-created
+  EXPECT_THAT(provisioner_.deleted, SizeIs(0));
+}
+
+TEST_F(VolumeTableTest, DetachAllLeavesTheDevicesForTheNextAgentToRecover) {
+  ASSERT_TRUE(Table().Create(NullVolume("a")).ok());
+  Table().DetachAll();
+  EXPECT_EQ(provisioner_.kernel.at(0), KernelDeviceState::kQuiesced);
+  EXPECT_FALSE(provisioner_.devices["a"]->stopped);
+  Restart();
+  EXPECT_EQ(provisioner_.recovered, 1);
+  EXPECT_EQ(Table().Get("a")->status().state(), v1::VOLUME_STATE_LIVE);
+}
+
+TEST_F(VolumeTableTest, AGoneDeviceIsCreatedAgainUnderItsOldNumber) {
+  ASSERT_TRUE(Table().Create(NullVolume("a")).ok());
+  ASSERT_TRUE(Table().Create(NullVolume("b")).ok());
+  ASSERT_TRUE(Table().Delete("a", false).ok());
+  Table().StopAll();  // the kernel has no device now; id 0 is free
+  Restart();
+  EXPECT_EQ(Table().Get("b")->status().device_id(), 1);
+  EXPECT_EQ(Table().Get("b")->status().state(), v1::VOLUME_STATE_LIVE);
+}
+
+TEST_F(VolumeTableTest, AHalfCreatedDeviceIsDeletedAndCreatedAgain) {
+  // An agent killed between ADD_DEV and START_DEV: the record names the id, the
+  // kernel has the device, never started.
+  ASSERT_TRUE(Registry().Save(NullVolume("a"), 3).ok());
+  provisioner_.kernel[3] = KernelDeviceState::kDead;
+  Restart();
+  EXPECT_THAT(provisioner_.deleted, ::testing::ElementsAre(3));
+  auto volume = Table().Get("a");
+  EXPECT_EQ(volume->status().state(), v1::VOLUME_STATE_LIVE);
+  EXPECT_EQ(volume->status().device_id(), 3);
+  auto again = Table().Create(NullVolume("a"));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->status().device_id(), 3);
+}
+
+TEST_F(VolumeTableTest, WhenTheOldNumberWasTakenMeanwhileAnotherIsChosenAndRecorded) {
+  ASSERT_TRUE(Registry().Save(NullVolume("a"), 0).ok());
+  // Between the checks the id is taken: the fake refuses id 0 once.
+  provisioner_.kernel[0] = KernelDeviceState::kAbsent;
+  Restart();
+  auto volume = Table().Get("a");
+  EXPECT_EQ(volume->status().state(), v1::VOLUME_STATE_LIVE);
+  EXPECT_EQ(volume->status().device_id(), 1);
+  EXPECT_EQ(Registry().LoadAll().records.at(0).device_id, 1);
+}
+
+TEST_F(VolumeTableTest, KernelDevicesNoRecordClaimsAreReportedAndLeftAlone) {
+  ASSERT_TRUE(Table().Create(NullVolume("a")).ok());
+  provisioner_.kernel[7] = KernelDeviceState::kDead;
+  std::vector<std::string> problems = KillAndRestart();
+  ASSERT_THAT(problems, SizeIs(1));
+  EXPECT_THAT(problems[0], HasSubstr("ublk device 7"));
+  EXPECT_EQ(provisioner_.kernel.at(7), KernelDeviceState::kDead);
+  EXPECT_THAT(provisioner_.deleted, SizeIs(0));
+}
+
+TEST_F(VolumeTableTest, ADegradedVolumeIsRetriedInTheBackgroundUntilItComesBack) {
+  ASSERT_TRUE(Table().Create(NullVolume("a")).ok());
+  provisioner_.SetFailure(absl::NotFoundError("backing file /img: No such file"));
+  KillAndRestart();
+  EXPECT_EQ(Table().Get("a")->status().state(), v1::VOLUME_STATE_DEGRADED);
+  Table().StartRetrying(std::chrono::milliseconds(1), std::chrono::milliseconds(5));
+  provisioner_.SetFailure(absl::OkStatus());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (Table().Get("a")->status().state() != v1::VOLUME_STATE_LIVE &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(Table().Get("a")->status().state(), v1::VOLUME_STATE_LIVE);
+  EXPECT_EQ(Table().Get("a")->status().device_id(), 0);
+}
+
+TEST_F(VolumeTableTest, DeletingADegradedVolumeRemovesTheDeviceItsPreviousAgentLeft) {
+  ASSERT_TRUE(Table().Create(NullVolume("a")).ok());
+  provisioner_.fail_with = absl::NotFoundError("backend gone");
+  KillAndRestart();
+  ASSERT_EQ(Table().Get("a")->status().state(), v1::VOLUME_STATE_DEGRADED);
+  EXPECT_TRUE(Table().Delete("a", false).ok());
+  EXPECT_THAT(provisioner_.deleted, ::testing::ElementsAre(0));
+  EXPECT_FALSE(provisioner_.kernel.contains(0));
 }
 
 }  // namespace

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The agent killed with -9 five times while fio writes and verifies (crc32c) a
+# file volume and a null volume reads: every restart recovers the devices
+# (user recovery), fio sees no error, the data verifies, and the devices keep
+# their numbers.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+main() {
+  start_agent --on-exit delete
+  ctl create-volume crashy --size 64M --queues 2 --backend "file://$WORK/crashy.img"
+  ctl create-volume idle --size 64M --backend null://
+  local dev idle_dev
+  dev="$(volume_device crashy)"
+  idle_dev="$(volume_device idle)"
+  pick_fio_engine
+
+  # Rate-limited so the run outlasts five kill/restart cycles; the backlog
+  # verifies blocks while the agent is being killed, the end verifies them all.
+  step "fio on $dev, killing the agent under it"
+  fio --name=pattern --filename="$dev" --direct=1 --ioengine="$fio_engine" --rw=randwrite \
+    --bs=4k --iodepth=16 --size=32M --randrepeat=1 --verify=crc32c --verify_fatal=1 \
+    --verify_backlog=1024 --do_verify=1 --rate=192k >"$LOG_DIR/fio-kill9.log" 2>&1 &
+  local fio_pid=$!
+  on_exit kill "$fio_pid"
+
+  local kill writes
+  for kill in 1 2 3 4 5; do
+    writes="$(writes_done "$dev")"
+    wait_for "writes to flow on $dev (round $kill)" 60 writes_beyond_or_gone "$dev" $((writes + 64)) "$fio_pid"
+    process_gone "$fio_pid" && fail "fio ended before kill $kill (too fast for the test); see fio-kill9.log"
+    step "kill -9 number $kill"
+    kill_agent
+    start_agent --on-exit delete
+    expect_eq "crashy keeps its device after kill $kill" "$dev" "$(volume_device crashy)"
+    expect_eq "idle keeps its device after kill $kill" "$idle_dev" "$(volume_device idle)"
+    expect_eq "live volumes after kill $kill" "crashy,idle" "$(live_volumes)"
+  done
+
+  step "fio finishes without errors"
+  local status=0
+  wait "$fio_pid" || status=$?
+  if ((status != 0)); then
+    cat "$LOG_DIR/fio-kill9.log" >&2
+    fail "fio exited with status $status across the kills"
+  fi
+  grep -qE "err= *0" "$LOG_DIR/fio-kill9.log" || fail "fio reported errors; see fio-kill9.log"
+  echo "ok: fio wrote and verified 32M across 5 kills"
+  fio_check_pattern "$dev" 32M
+  expect_eq "idle reads zeroes" 0 "$(head -c 1M "$idle_dev" | tr -d '\0' | wc -c)"
+
+  ctl delete-volume crashy
+  ctl delete-volume idle
+  stop_agent
+}
+
+# Writes completed on DEV, from /sys/block/NAME/stat (field 5).
+writes_done() {
+  local stat
+  read -ra stat <"/sys/block/${1#/dev/}/stat"
+  echo "${stat[4]}"
+}
+
+# writes_beyond_or_gone DEV COUNT FIO_PID: DEV completed COUNT writes, or fio ended.
+writes_beyond_or_gone() {
+  (($(writes_done "$1") >= $2)) || process_gone "$3"
+}
+
+live_volumes() {
+  ctl list-volumes -o json |
+    jq -r '[.volumes[] | select(.status.state == "VOLUME_STATE_LIVE") | .id] | join(",")'
+}
+
+main "$@"

@@ -47,7 +47,7 @@ blkctl list-volumes
 dev="$(blkctl get-volume demo-file -o json | jq -r .volume.status.devicePath)"
 step "fio: random writes with crc32c checksums on $dev, then a verify-only read pass"
 common=(--filename="$dev" --bs=4k --size=64M --iodepth=16 --ioengine=io_uring --direct=1
-        --verify=crc32c --randrepeat=1 --group_reporting)
+        --verify=crc32c --verify_state_save=0 --randrepeat=1 --group_reporting)
 fio --name=write "${common[@]}" --rw=randwrite --do_verify=1 --output-format=terse >/dev/null
 fio --name=verify "${common[@]}" --rw=randwrite --verify_only=1 --output-format=normal |
   grep -E "^ *(read|write|READ|WRITE)|err=" || true

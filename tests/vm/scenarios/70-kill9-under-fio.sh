@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
 # The agent killed with -9 five times while fio writes and verifies (crc32c) a
-# file volume and a null volume reads: every restart recovers the devices
-# (user recovery), fio sees no error, the data verifies, and the devices keep
-# their numbers.
+# file volume and an NBD volume (nbdkit in the guest), with an idle null volume
+# beside them: every restart recovers the devices (user recovery), fio sees no
+# error, the data verifies, and the devices keep their numbers.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+NBDKIT_PID=""
+
 main() {
+  command -v nbdkit >/dev/null || fail "nbdkit not found in the guest"
+  nbdkit -f -U "$WORK/nbd.sock" memory 64M >>"$LOG_DIR/nbdkit.log" 2>&1 &
+  NBDKIT_PID=$!
+  on_exit kill "$NBDKIT_PID"
+  wait_for "nbdkit on $WORK/nbd.sock" 30 test -S "$WORK/nbd.sock"
+
   start_agent --on-exit delete
   ctl create-volume crashy --size 64M --queues 2 --backend "file://$WORK/crashy.img"
+  ctl create-volume remote --size 32M --backend "nbd+unix:///?socket=$WORK/nbd.sock"
   ctl create-volume idle --size 64M --backend null://
-  local dev idle_dev
+  local dev remote_dev idle_dev
   dev="$(volume_device crashy)"
+  remote_dev="$(volume_device remote)"
   idle_dev="$(volume_device idle)"
   pick_fio_engine
 
@@ -22,18 +32,26 @@ main() {
     --verify_backlog=1024 --do_verify=1 --rate=192k >"$LOG_DIR/fio-kill9.log" 2>&1 &
   local fio_pid=$!
   on_exit kill "$fio_pid"
+  fio --name=pattern --filename="$remote_dev" --direct=1 --ioengine="$fio_engine" --rw=randwrite \
+    --bs=4k --iodepth=16 --size=16M --randrepeat=1 --verify=crc32c --verify_fatal=1 \
+    --verify_backlog=1024 --do_verify=1 --rate=96k >"$LOG_DIR/fio-kill9-nbd.log" 2>&1 &
+  local remote_fio_pid=$!
+  on_exit kill "$remote_fio_pid"
 
   local kill writes
   for kill in 1 2 3 4 5; do
     writes="$(writes_done "$dev")"
     wait_for "writes to flow on $dev (round $kill)" 60 writes_beyond_or_gone "$dev" $((writes + 64)) "$fio_pid"
     process_gone "$fio_pid" && fail "fio ended before kill $kill (too fast for the test); see fio-kill9.log"
+    process_gone "$remote_fio_pid" &&
+      fail "fio on the NBD volume ended before kill $kill (too fast for the test); see fio-kill9-nbd.log"
     step "kill -9 number $kill"
     kill_agent
     start_agent --on-exit delete
     expect_eq "crashy keeps its device after kill $kill" "$dev" "$(volume_device crashy)"
+    expect_eq "remote keeps its device after kill $kill" "$remote_dev" "$(volume_device remote)"
     expect_eq "idle keeps its device after kill $kill" "$idle_dev" "$(volume_device idle)"
-    expect_eq "live volumes after kill $kill" "crashy,idle" "$(live_volumes)"
+    expect_eq "live volumes after kill $kill" "crashy,idle,remote" "$(live_volumes)"
   done
 
   step "fio finishes without errors"
@@ -45,10 +63,21 @@ main() {
   fi
   grep -qE "err= *0" "$LOG_DIR/fio-kill9.log" || fail "fio reported errors; see fio-kill9.log"
   echo "ok: fio wrote and verified 32M across 5 kills"
+  status=0
+  wait "$remote_fio_pid" || status=$?
+  if ((status != 0)); then
+    cat "$LOG_DIR/fio-kill9-nbd.log" >&2
+    fail "fio on the NBD volume exited with status $status across the kills"
+  fi
+  grep -qE "err= *0" "$LOG_DIR/fio-kill9-nbd.log" ||
+    fail "fio on the NBD volume reported errors; see fio-kill9-nbd.log"
+  echo "ok: fio wrote and verified 16M on the NBD volume across 5 kills"
+  fio_check_pattern "$remote_dev" 16M
   fio_check_pattern "$dev" 32M
   expect_eq "idle reads zeroes" 0 "$(head -c 1M "$idle_dev" | tr -d '\0' | wc -c)"
 
   ctl delete-volume crashy
+  ctl delete-volume remote
   ctl delete-volume idle
   stop_agent
 }

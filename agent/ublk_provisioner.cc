@@ -10,15 +10,25 @@ namespace {
 
 class UblkVolumeDevice final : public VolumeDevice {
  public:
-  explicit UblkVolumeDevice(std::unique_ptr<server::Device> device) : device_(std::move(device)) {}
+  UblkVolumeDevice(std::unique_ptr<server::Device> device, std::shared_ptr<server::NbdStats> nbd)
+      : device_(std::move(device)), nbd_(std::move(nbd)) {}
   int id() const override { return device_->id(); }
+  uint64_t reconnects() const override {
+    return nbd_ ? nbd_->reconnects.load(std::memory_order_relaxed) : 0;
+  }
   std::string block_path() const override { return device_->block_path(); }
   absl::Status Stop(bool force) override { return device_->Stop(force); }
   void Detach() override { device_->Detach(); }
 
  private:
   std::unique_ptr<server::Device> device_;
+  std::shared_ptr<server::NbdStats> nbd_;
 };
+
+std::shared_ptr<server::NbdStats> NbdStatsOf(const server::DeviceConfig& config) {
+  const auto* nbd = std::get_if<server::NbdBackendConfig>(&config.backend);
+  return nbd ? nbd->stats : nullptr;
+}
 
 }  // namespace
 
@@ -29,6 +39,7 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec) {
   config.queues = static_cast<uint16_t>(spec.queues());
   config.queue_depth = static_cast<uint16_t>(spec.queue_depth());
   config.read_only = spec.read_only();
+  config.fail_fast = spec.fail_fast();
   switch (spec.backend_case()) {
     case v1::Volume::kFile:
       config.backend = server::FileBackendConfig{spec.file().path()};
@@ -37,7 +48,8 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec) {
       // 0 seconds means the default, as in the proto.
       const uint32_t seconds =
           spec.nbd().io_timeout_seconds() == 0 ? 30 : spec.nbd().io_timeout_seconds();
-      config.backend = server::NbdBackendConfig{spec.nbd().uri(), seconds * 1000, nullptr};
+      config.backend = server::NbdBackendConfig{spec.nbd().uri(), seconds * 1000,
+                                               std::make_shared<server::NbdStats>()};
       break;
     }
     case v1::Volume::kNull:
@@ -51,18 +63,19 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec) {
 absl::StatusOr<std::unique_ptr<VolumeDevice>> UblkProvisioner::Provision(const v1::Volume& spec,
                                                                           int device_id) {
   const uint32_t id = device_id < 0 ? server::kAnyDeviceId : static_cast<uint32_t>(device_id);
-  absl::StatusOr<std::unique_ptr<server::Device>> device =
-      server::Device::Create(DeviceConfigFor(spec), id);
+  const server::DeviceConfig config = DeviceConfigFor(spec);
+  absl::StatusOr<std::unique_ptr<server::Device>> device = server::Device::Create(config, id);
   if (!device.ok()) return device.status();
-  return std::make_unique<UblkVolumeDevice>(std::move(*device));
+  return std::make_unique<UblkVolumeDevice>(std::move(*device), NbdStatsOf(config));
 }
 
 absl::StatusOr<std::unique_ptr<VolumeDevice>> UblkProvisioner::Recover(const v1::Volume& spec,
                                                                         int device_id) {
+  const server::DeviceConfig config = DeviceConfigFor(spec);
   absl::StatusOr<std::unique_ptr<server::Device>> device =
-      server::Device::Recover(static_cast<uint32_t>(device_id), DeviceConfigFor(spec));
+      server::Device::Recover(static_cast<uint32_t>(device_id), config);
   if (!device.ok()) return device.status();
-  return std::make_unique<UblkVolumeDevice>(std::move(*device));
+  return std::make_unique<UblkVolumeDevice>(std::move(*device), NbdStatsOf(config));
 }
 
 KernelDeviceState UblkProvisioner::StateOf(int device_id) {

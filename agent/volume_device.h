@@ -18,6 +18,8 @@ class VolumeDevice {
   virtual ~VolumeDevice() = default;
   virtual int id() const = 0;
   virtual std::string block_path() const = 0;
+  // Backend reconnections since the device came up (NBD; 0 elsewhere).
+  virtual uint64_t reconnects() const { return 0; }
   // force=false refuses (FAILED_PRECONDITION) while the device is open.
   virtual absl::Status Stop(bool force) = 0;
   // Leaves the kernel device in place for the next agent (upgrade, restart).

@@ -333,6 +333,12 @@ absl::Status VolumeTable::Delete(const std::string& id, bool force) {
   return absl::OkStatus();
 }
 
+v1::Volume VolumeTable::WithLiveCounters(const Entry& entry) {
+  v1::Volume volume = entry.volume;
+  if (entry.device) volume.mutable_status()->set_reconnects(entry.device->reconnects());
+  return volume;
+}
+
 absl::StatusOr<v1::Volume> VolumeTable::Get(const std::string& id) const {
   if (!IsValidVolumeId(id)) {
     return absl::InvalidArgumentError(absl::StrCat("id: '", id, "' is not a valid volume id"));
@@ -342,14 +348,14 @@ absl::StatusOr<v1::Volume> VolumeTable::Get(const std::string& id) const {
   if (it == entries_.end()) {
     return absl::NotFoundError(absl::StrCat("volume '", id, "' does not exist"));
   }
-  return it->second.volume;
+  return WithLiveCounters(it->second);
 }
 
 std::vector<v1::Volume> VolumeTable::List() const {
   std::lock_guard lock(mutex_);
   std::vector<v1::Volume> volumes;
   volumes.reserve(entries_.size());
-  for (const auto& [id, entry] : entries_) volumes.push_back(entry.volume);
+  for (const auto& [id, entry] : entries_) volumes.push_back(WithLiveCounters(entry));
   return volumes;
 }
 

@@ -65,6 +65,9 @@ class VolumeTable {
     Clock::time_point next_retry{};
   };
 
+  // The entry's volume with counters read from its device now.
+  static v1::Volume WithLiveCounters(const Entry& entry);
+
   // Brings up the device of an entry marked busy, reconciling with the kernel
   // unless the volume is `fresh` (just created), and records the outcome
   // (failure: DEGRADED when `degrade`, else FAILED).

@@ -134,6 +134,8 @@ int RunBlkctl(int argc, const char* const* argv, std::ostream& out, std::ostream
       ->add_option("--block-size", create.logical_block_size, "Logical block size: 512 or 4096")
       ->check(CLI::IsMember({512u, 4096u}));
   create_volume->add_flag("--read-only", create.read_only, "Expose the device read-only");
+  create_volume->add_flag("--fail-fast", create.fail_fast,
+                          "Fail I/O while no agent serves the device instead of holding it");
   create_volume
       ->add_option("--io-timeout", create.io_timeout_seconds,
                    "NBD: seconds I/O waits for a lost server before failing (default 30)")

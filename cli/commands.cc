@@ -18,6 +18,7 @@ absl::StatusOr<blk::v1::CreateVolumeRequest> BuildCreateVolumeRequest(
   volume.set_queues(flags.queues);
   volume.set_queue_depth(flags.queue_depth);
   volume.set_read_only(flags.read_only);
+  volume.set_fail_fast(flags.fail_fast);
   if (flags.io_timeout_seconds != 0) {
     if (!volume.has_nbd()) {
       return absl::InvalidArgumentError("--io-timeout applies to nbd:// and nbd+unix:// backends");

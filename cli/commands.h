@@ -20,6 +20,7 @@ struct CreateVolumeFlags {
   uint32_t queue_depth = 0;
   uint32_t logical_block_size = 0;
   bool read_only = false;
+  bool fail_fast = false;
   uint32_t io_timeout_seconds = 0;  // NBD backends; 0: the agent's default
 };
 

@@ -64,6 +64,8 @@ absl::string_view StateName(blk::v1::VolumeState state) {
       return "deleting";
     case blk::v1::VOLUME_STATE_FAILED:
       return "failed";
+    case blk::v1::VOLUME_STATE_DEGRADED:
+      return "degraded";
     default:
       return "unknown";
   }
@@ -97,11 +99,13 @@ std::string RenderVolume(const blk::v1::Volume& volume) {
       {"queues", absl::StrCat(OrDefault(volume.queues(), kDefaultQueues))},
       {"queue depth", absl::StrCat(OrDefault(volume.queue_depth(), kDefaultQueueDepth))},
       {"read only", volume.read_only() ? "yes" : "no"},
+      {"fail fast", volume.fail_fast() ? "yes" : "no"},
       {"state", std::string(StateName(status.state()))},
       {"device", OrDash(status.device_path())},
   };
   if (!status.device_path().empty())
     fields.push_back({"device id", absl::StrCat(status.device_id())});
+  if (volume.has_nbd()) fields.push_back({"reconnects", absl::StrCat(status.reconnects())});
   if (!status.message().empty()) fields.push_back({"message", status.message()});
   return RenderKeyValues(fields);
 }

@@ -45,7 +45,8 @@ class Blkctl : public ::testing::Test {
 TEST_F(Blkctl, CreateVolumeSendsEveryFlagInTheRequest) {
   Outcome outcome = RunAgainstAgent({"create-volume", "v1", "--size", "64MiB", "--backend",
                                      "file:///var/lib/blk/v%201.img", "--queues", "2",
-                                     "--queue-depth", "64", "--block-size", "4096", "--read-only"});
+                                     "--queue-depth", "64", "--block-size", "4096", "--read-only",
+                                     "--fail-fast"});
   ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
   const blk::v1::Volume sent = agent_.service().last_create().volume();
   EXPECT_EQ(sent.id(), "v1");
@@ -55,6 +56,7 @@ TEST_F(Blkctl, CreateVolumeSendsEveryFlagInTheRequest) {
   EXPECT_EQ(sent.queue_depth(), 64u);
   EXPECT_EQ(sent.logical_block_size(), 4096u);
   EXPECT_TRUE(sent.read_only());
+  EXPECT_TRUE(sent.fail_fast());
   EXPECT_THAT(outcome.out, HasSubstr("device:       /dev/ublkb0\n"));
   EXPECT_THAT(outcome.err, IsEmpty());
 }

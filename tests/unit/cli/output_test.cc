@@ -70,6 +70,7 @@ TEST(RenderVolume, ListsEveryFieldOnePerLine) {
             "queues:       2\n"
             "queue depth:  64\n"
             "read only:    no\n"
+            "fail fast:    no\n"
             "state:        live\n"
             "device:       /dev/ublkb3\n"
             "device id:    3\n");
@@ -84,9 +85,22 @@ TEST(RenderVolume, ShowsTheStatusMessageOfAFailedVolume) {
             "queues:       1\n"
             "queue depth:  128\n"
             "read only:    yes\n"
+            "fail fast:    no\n"
             "state:        failed\n"
             "device:       -\n"
             "message:      ADD_DEV: Operation not permitted\n");
+}
+
+TEST(RenderVolume, ShowsDegradedStateAndNbdReconnects) {
+  blk::v1::Volume volume;
+  volume.set_id("remote");
+  volume.set_size_bytes(1 << 20);
+  volume.mutable_nbd()->set_uri("nbd://127.0.0.1/export");
+  volume.mutable_status()->set_state(blk::v1::VOLUME_STATE_DEGRADED);
+  volume.mutable_status()->set_reconnects(3);
+  const std::string rendered = RenderVolume(volume);
+  EXPECT_THAT(rendered, ::testing::HasSubstr("state:        degraded\n"));
+  EXPECT_THAT(rendered, ::testing::HasSubstr("reconnects:   3\n"));
 }
 
 TEST(RenderNodeInfo, JoinsFeatureNamesWithCommas) {

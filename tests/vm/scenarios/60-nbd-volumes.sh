@@ -80,6 +80,10 @@ main() {
   grep -qE "err= *0" "$LOG_DIR/fio-nbd-restart.log" || fail "fio reported errors"
   echo "ok: fio wrote and verified 24M across 2 nbdkit restarts"
   fio_check_pattern "$dev" 24M
+  local reconnects
+  reconnects="$(ctl get-volume r1 -o json | jq -r '.volume.status.reconnects // "0" | tonumber')"
+  ((reconnects >= 2)) || fail "GetVolume shows $reconnects reconnects after 2 nbdkit restarts"
+  echo "ok: GetVolume shows $reconnects reconnects"
 
   step "server down past io_timeout: EIO, no hang"
   ctl create-volume r3 --size 16M --backend "nbd+unix:///?socket=$WORK/nbd.sock" --io-timeout 3

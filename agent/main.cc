@@ -6,11 +6,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <filesystem>
 
@@ -51,7 +51,8 @@ bool PrepareSocketPath(const std::string& socket) {
   return true;
 }
 
-std::unique_ptr<grpc::Server> StartGrpc(const Options& options, blk::agent::VolumeService& service) {
+std::unique_ptr<grpc::Server> StartGrpc(const Options& options,
+                                        blk::agent::VolumeService& service) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

@@ -20,10 +20,10 @@ enum class KernelDeviceState {
 const char* KernelDeviceStateName(KernelDeviceState state);
 
 enum class RestoreAction {
-  kRecover,             // take the device over, keeping its number and its queued I/O
-  kCreateWithSameId,    // the device is gone: create it again under its old number
-  kDeleteThenCreate,    // a half-created device: remove it, then create it under that number
-  kCreateWithAnyId,     // no number recorded yet (a record from format 1)
+  kRecover,           // take the device over, keeping its number and its queued I/O
+  kCreateWithSameId,  // the device is gone: create it again under its old number
+  kDeleteThenCreate,  // a half-created device: remove it, then create it under that number
+  kCreateWithAnyId,   // no number recorded yet (a record from format 1)
 };
 
 // recorded_id: the id in the volume's record (-1: none).

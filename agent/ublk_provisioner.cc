@@ -49,7 +49,7 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec) {
       const uint32_t seconds =
           spec.nbd().io_timeout_seconds() == 0 ? 30 : spec.nbd().io_timeout_seconds();
       config.backend = server::NbdBackendConfig{spec.nbd().uri(), seconds * 1000,
-                                               std::make_shared<server::NbdStats>()};
+                                                std::make_shared<server::NbdStats>()};
       break;
     }
     case v1::Volume::kNull:
@@ -61,7 +61,7 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec) {
 }
 
 absl::StatusOr<std::unique_ptr<VolumeDevice>> UblkProvisioner::Provision(const v1::Volume& spec,
-                                                                          int device_id) {
+                                                                         int device_id) {
   const uint32_t id = device_id < 0 ? server::kAnyDeviceId : static_cast<uint32_t>(device_id);
   const server::DeviceConfig config = DeviceConfigFor(spec);
   absl::StatusOr<std::unique_ptr<server::Device>> device = server::Device::Create(config, id);
@@ -70,7 +70,7 @@ absl::StatusOr<std::unique_ptr<VolumeDevice>> UblkProvisioner::Provision(const v
 }
 
 absl::StatusOr<std::unique_ptr<VolumeDevice>> UblkProvisioner::Recover(const v1::Volume& spec,
-                                                                        int device_id) {
+                                                                       int device_id) {
   const server::DeviceConfig config = DeviceConfigFor(spec);
   absl::StatusOr<std::unique_ptr<server::Device>> device =
       server::Device::Recover(static_cast<uint32_t>(device_id), config);

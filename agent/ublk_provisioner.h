@@ -12,9 +12,9 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec);
 class UblkProvisioner final : public DeviceProvisioner {
  public:
   absl::StatusOr<std::unique_ptr<VolumeDevice>> Provision(const v1::Volume& spec,
-                                                           int device_id) override;
+                                                          int device_id) override;
   absl::StatusOr<std::unique_ptr<VolumeDevice>> Recover(const v1::Volume& spec,
-                                                         int device_id) override;
+                                                        int device_id) override;
   KernelDeviceState StateOf(int device_id) override;
   std::vector<int> KernelDeviceIds() override;
   absl::Status DeleteKernelDevice(int device_id) override;

@@ -33,7 +33,7 @@ class DeviceProvisioner {
   virtual ~DeviceProvisioner() = default;
   // device_id: the kernel id to use; -1 lets the kernel choose.
   virtual absl::StatusOr<std::unique_ptr<VolumeDevice>> Provision(const v1::Volume& spec,
-                                                                   int device_id) = 0;
+                                                                  int device_id) = 0;
   // Takes over a device a previous agent left (killed, or exited for an upgrade).
   virtual absl::StatusOr<std::unique_ptr<VolumeDevice>> Recover(const v1::Volume& spec,
                                                                 int device_id) = 0;

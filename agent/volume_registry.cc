@@ -172,16 +172,15 @@ VolumeRegistry::Loaded VolumeRegistry::LoadAll() const {
     if (!record.ok()) {
       const std::string previous_path = path + ".prev";
       absl::StatusOr<std::string> previous_text = ReadFile(previous_path);
-      absl::StatusOr<Record> previous = previous_text.ok()
-                                            ? DecodeVolumeRecord(*previous_text, id)
-                                            : previous_text.status();
+      absl::StatusOr<Record> previous =
+          previous_text.ok() ? DecodeVolumeRecord(*previous_text, id) : previous_text.status();
       if (previous.ok()) {
         loaded.problems.push_back(absl::StrCat(path, ": ", record.status().message(),
                                                "; using the previous version ", previous_path));
         record = std::move(previous);
       } else {
-        loaded.problems.push_back(absl::StrCat(path, ": ", record.status().message(),
-                                               " (no good previous version)"));
+        loaded.problems.push_back(
+            absl::StrCat(path, ": ", record.status().message(), " (no good previous version)"));
         continue;
       }
     }

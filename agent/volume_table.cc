@@ -67,8 +67,8 @@ std::vector<std::string> VolumeTable::Restore() {
     if (record.device_id >= 0) ours.insert(record.device_id);
   }
   for (int id : UnknownDevices(provisioner_.KernelDeviceIds(), ours)) {
-    problems.push_back(absl::StrCat("ublk device ", id,
-                                    " is not in this agent's registry; leaving it alone"));
+    problems.push_back(
+        absl::StrCat("ublk device ", id, " is not in this agent's registry; leaving it alone"));
   }
   for (const VolumeRegistry::Record& record : loaded.records) {
     v1::Volume spec = NormalizeVolumeSpec(record.spec);
@@ -99,8 +99,8 @@ std::set<int> VolumeTable::ClaimedIdsLocked() const {
 absl::StatusOr<std::unique_ptr<VolumeDevice>> VolumeTable::Reconcile(const v1::Volume& spec,
                                                                      int& device_id, bool fresh) {
   // A fresh volume's id was just chosen among the free ones: nothing to reconcile.
-  const KernelDeviceState state = device_id >= 0 && !fresh ? provisioner_.StateOf(device_id)
-                                                           : KernelDeviceState::kAbsent;
+  const KernelDeviceState state =
+      device_id >= 0 && !fresh ? provisioner_.StateOf(device_id) : KernelDeviceState::kAbsent;
   const RestoreAction action = DecideRestore(device_id, state);
   if (action == RestoreAction::kRecover) {
     spdlog::info("volume {}: recovering ublk device {} (kernel state {})", spec.id(), device_id,
@@ -132,16 +132,16 @@ absl::StatusOr<std::unique_ptr<VolumeDevice>> VolumeTable::Reconcile(const v1::V
   return provisioner_.Provision(spec, device_id);
 }
 
-absl::StatusOr<v1::Volume> VolumeTable::BringUp(const v1::Volume& spec, int device_id,
-                                                bool degrade, bool fresh) {
+absl::StatusOr<v1::Volume> VolumeTable::BringUp(const v1::Volume& spec, int device_id, bool degrade,
+                                                bool fresh) {
   absl::StatusOr<std::unique_ptr<VolumeDevice>> device = Reconcile(spec, device_id, fresh);
   std::lock_guard lock(mutex_);
   Entry& entry = entries_.at(spec.id());
   entry.busy = false;
   if (!device.ok()) {
     if (degrade) {
-      entry.backoff = entry.backoff.count() == 0 ? initial_backoff_
-                                                 : std::min(2 * entry.backoff, max_backoff_);
+      entry.backoff =
+          entry.backoff.count() == 0 ? initial_backoff_ : std::min(2 * entry.backoff, max_backoff_);
       entry.next_retry = Clock::now() + entry.backoff;
       spdlog::warn("volume {}: degraded (retry in {} ms): {}", spec.id(), entry.backoff.count(),
                    device.status().ToString());
@@ -215,8 +215,8 @@ absl::Status VolumeTable::CheckNoConflictLocked(const v1::Volume& spec) const {
   for (const auto& [id, entry] : entries_) {
     if (entry.volume.backend_case() == v1::Volume::kFile &&
         entry.volume.file().path() == spec.file().path()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "volume.file.path: '", spec.file().path(), "' is already used by volume '", id, "'"));
+      return absl::FailedPreconditionError(absl::StrCat("volume.file.path: '", spec.file().path(),
+                                                        "' is already used by volume '", id, "'"));
     }
   }
   return absl::OkStatus();
@@ -237,9 +237,9 @@ absl::StatusOr<v1::Volume> VolumeTable::Create(const v1::Volume& requested) {
       if (entry.busy) return InProgress(spec.id());
       const v1::Volume existing = SpecOf(entry.volume);
       if (!MessageDifferencer::Equals(existing, spec)) {
-        return absl::AlreadyExistsError(
-            absl::StrCat("volume '", spec.id(), "' already exists with a different spec (",
-                         DescribeDifference(existing, spec), ")"));
+        return absl::AlreadyExistsError(absl::StrCat("volume '", spec.id(),
+                                                     "' already exists with a different spec (",
+                                                     DescribeDifference(existing, spec), ")"));
       }
       if (entry.volume.status().state() == v1::VOLUME_STATE_LIVE) return entry.volume;
       // Same spec, but the device is not up (it failed at restore): try again.
@@ -377,7 +377,8 @@ void VolumeTable::DetachAll() {
     if (!entry.device) continue;
     entry.device->Detach();
     entry.device.reset();
-    SetStatus(entry.volume, v1::VOLUME_STATE_UNSPECIFIED, "agent stopped; device left for the next agent");
+    SetStatus(entry.volume, v1::VOLUME_STATE_UNSPECIFIED,
+              "agent stopped; device left for the next agent");
   }
 }
 

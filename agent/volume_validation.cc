@@ -23,9 +23,11 @@ bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '
 absl::Status ValidateFileBackend(const v1::FileBackend& file) {
   const std::string& path = file.path();
   if (path.empty()) return Invalid("file.path", "is required");
-  if (path.front() != '/') return Invalid("file.path", absl::StrCat("'", path, "' is not absolute"));
+  if (path.front() != '/')
+    return Invalid("file.path", absl::StrCat("'", path, "' is not absolute"));
   if (path.find('\0') != std::string::npos) return Invalid("file.path", "contains a NUL byte");
-  if (path.back() == '/') return Invalid("file.path", absl::StrCat("'", path, "' names a directory"));
+  if (path.back() == '/')
+    return Invalid("file.path", absl::StrCat("'", path, "' names a directory"));
 
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   struct stat st {};
@@ -76,9 +78,10 @@ v1::Volume NormalizeVolumeSpec(const v1::Volume& requested) {
 
 absl::Status ValidateVolumeSpec(const v1::Volume& spec) {
   if (!IsValidVolumeId(spec.id())) {
-    return Invalid("id", absl::StrCat("'", spec.id(),
-                                      "' is not a DNS label (1-63 lowercase letters, digits or '-', "
-                                      "starting and ending with a letter or digit)"));
+    return Invalid("id",
+                   absl::StrCat("'", spec.id(),
+                                "' is not a DNS label (1-63 lowercase letters, digits or '-', "
+                                "starting and ending with a letter or digit)"));
   }
   const uint32_t block_size = spec.logical_block_size();
   if (block_size != 512 && block_size != 4096) {
@@ -86,9 +89,9 @@ absl::Status ValidateVolumeSpec(const v1::Volume& spec) {
   }
   if (spec.size_bytes() == 0) return Invalid("size_bytes", "must be greater than 0");
   if (spec.size_bytes() % block_size != 0) {
-    return Invalid("size_bytes", absl::StrCat(spec.size_bytes(),
-                                              " is not a multiple of the logical block size ",
-                                              block_size));
+    return Invalid("size_bytes",
+                   absl::StrCat(spec.size_bytes(), " is not a multiple of the logical block size ",
+                                block_size));
   }
   if (spec.size_bytes() > kMaxSizeBytes) {
     return Invalid("size_bytes", absl::StrCat(spec.size_bytes(), " exceeds the maximum of ",

@@ -94,8 +94,8 @@ absl::StatusOr<abi::CtrlDevInfo> BeginRecovery(ControlDevice& control, uint32_t 
     absl::Status started = absl::OkStatus();
     // Kernels differ in when they report QUIESCED after the server died; a LIVE device whose
     // server process is gone is worth a try too. Refusals just mean "not yet".
-    const bool server_gone = info->ublksrv_pid <= 0 || (::kill(info->ublksrv_pid, 0) != 0 &&
-                                                         errno == ESRCH);
+    const bool server_gone =
+        info->ublksrv_pid <= 0 || (::kill(info->ublksrv_pid, 0) != 0 && errno == ESRCH);
     if (info->state == abi::kDevStateQuiesced || info->state == abi::kDevStateFailIo ||
         (info->state == abi::kDevStateLive && server_gone)) {
       started = control.StartUserRecovery(dev_id);
@@ -103,11 +103,11 @@ absl::StatusOr<abi::CtrlDevInfo> BeginRecovery(ControlDevice& control, uint32_t 
       if (started.code() == absl::StatusCode::kNotFound) return started;
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "ublk device ", dev_id, " did not become recoverable within ",
-          std::chrono::duration_cast<std::chrono::seconds>(kRecoveryDeadline).count(),
-          "s (state ", StateName(info->state), ", server pid ", info->ublksrv_pid,
-          started.ok() ? "" : absl::StrCat(", ", started.message()), ")"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("ublk device ", dev_id, " did not become recoverable within ",
+                       std::chrono::duration_cast<std::chrono::seconds>(kRecoveryDeadline).count(),
+                       "s (state ", StateName(info->state), ", server pid ", info->ublksrv_pid,
+                       started.ok() ? "" : absl::StrCat(", ", started.message()), ")"));
     }
     ::poll(nullptr, 0, 50);  // the kernel gives no event for "server gone"; poll its state
   }

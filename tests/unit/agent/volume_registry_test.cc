@@ -99,7 +99,8 @@ TEST(VolumeRegistryTest, TheRecordKeepsTheDeviceId) {
   VolumeRegistry::Loaded loaded = registry->LoadAll();
   ASSERT_THAT(loaded.records, SizeIs(1));
   EXPECT_EQ(loaded.records[0].device_id, 5);
-  EXPECT_THAT(ReadAll(registry->directory() + "/a.json"), ::testing::StartsWith("blkagent-volume 2 "));
+  EXPECT_THAT(ReadAll(registry->directory() + "/a.json"),
+              ::testing::StartsWith("blkagent-volume 2 "));
 }
 
 TEST(VolumeRegistryTest, AFormat1RecordFromAnOlderAgentStillLoadsWithoutADeviceId) {

@@ -42,7 +42,7 @@ class FakeDevice final : public VolumeDevice {
 class FakeProvisioner final : public DeviceProvisioner {
  public:
   absl::StatusOr<std::unique_ptr<VolumeDevice>> Provision(const v1::Volume& spec,
-                                                           int device_id) override {
+                                                          int device_id) override {
     if (gate.valid()) {
       entered.set_value();
       gate.wait();

@@ -43,10 +43,10 @@ class Blkctl : public ::testing::Test {
 };
 
 TEST_F(Blkctl, CreateVolumeSendsEveryFlagInTheRequest) {
-  Outcome outcome = RunAgainstAgent({"create-volume", "v1", "--size", "64MiB", "--backend",
-                                     "file:///var/lib/blk/v%201.img", "--queues", "2",
-                                     "--queue-depth", "64", "--block-size", "4096", "--read-only",
-                                     "--fail-fast"});
+  Outcome outcome =
+      RunAgainstAgent({"create-volume", "v1", "--size", "64MiB", "--backend",
+                       "file:///var/lib/blk/v%201.img", "--queues", "2", "--queue-depth", "64",
+                       "--block-size", "4096", "--read-only", "--fail-fast"});
   ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
   const blk::v1::Volume sent = agent_.service().last_create().volume();
   EXPECT_EQ(sent.id(), "v1");

@@ -47,8 +47,9 @@ absl::Status InProgress(const std::string& id) {
 
 }  // namespace
 
-VolumeTable::VolumeTable(VolumeRegistry registry, DeviceProvisioner& provisioner)
-    : registry_(std::move(registry)), provisioner_(provisioner) {}
+VolumeTable::VolumeTable(VolumeRegistry registry, DeviceProvisioner& provisioner,
+                         NbdSizeProbe probe)
+    : registry_(std::move(registry)), provisioner_(provisioner), probe_(std::move(probe)) {}
 
 VolumeTable::~VolumeTable() {
   {
@@ -222,9 +223,30 @@ absl::Status VolumeTable::CheckNoConflictLocked(const v1::Volume& spec) const {
   return absl::OkStatus();
 }
 
+absl::Status VolumeTable::ResolveNbdSize(v1::Volume& spec) {
+  {
+    std::lock_guard lock(mutex_);
+    auto it = entries_.find(spec.id());
+    if (it != entries_.end()) {
+      // "Whatever size it has": any other difference is still reported by the comparison.
+      spec.set_size_bytes(it->second.volume.size_bytes());
+      return absl::OkStatus();
+    }
+  }
+  // The handshake runs without the lock: it may take as long as the connect timeout.
+  absl::StatusOr<uint64_t> size =
+      ResolveNbdVolumeSize(spec.id(), spec.nbd().uri(), spec.logical_block_size(), probe_);
+  if (!size.ok()) return size.status();
+  spec.set_size_bytes(*size);
+  return ValidateVolumeSpec(spec);
+}
+
 absl::StatusOr<v1::Volume> VolumeTable::Create(const v1::Volume& requested) {
-  const v1::Volume spec = NormalizeVolumeSpec(requested);
+  v1::Volume spec = NormalizeVolumeSpec(requested);
   if (absl::Status valid = ValidateVolumeSpec(spec); !valid.ok()) return valid;
+  if (spec.size_bytes() == 0) {
+    if (absl::Status resolved = ResolveNbdSize(spec); !resolved.ok()) return resolved;
+  }
 
   int device_id = -1;
   bool degrade = false;

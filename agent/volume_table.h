@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/nbd_export_size.h"
 #include "agent/volume_device.h"
 #include "agent/volume_registry.h"
 #include "blk/v1/volume.pb.h"
@@ -25,7 +26,9 @@ namespace blk::agent {
 // rejected request changes nothing.
 class VolumeTable {
  public:
-  VolumeTable(VolumeRegistry registry, DeviceProvisioner& provisioner);
+  // `probe` learns the size of an NBD export for a volume created without one.
+  VolumeTable(VolumeRegistry registry, DeviceProvisioner& provisioner,
+              NbdSizeProbe probe = RealNbdSizeProbe());
   ~VolumeTable();  // ends the retry thread; devices are left as they are
   VolumeTable(const VolumeTable&) = delete;
   VolumeTable& operator=(const VolumeTable&) = delete;
@@ -42,6 +45,8 @@ class VolumeTable {
   void StartRetrying(std::chrono::milliseconds initial_backoff = std::chrono::seconds(1),
                      std::chrono::milliseconds max_backoff = std::chrono::seconds(60));
 
+  // An NBD volume requested without a size gets the export's (probed here, on the caller's
+  // thread); repeating that request returns the existing volume whatever size it resolved to.
   absl::StatusOr<v1::Volume> Create(const v1::Volume& requested);
   absl::Status Delete(const std::string& id, bool force);
   absl::StatusOr<v1::Volume> Get(const std::string& id) const;
@@ -76,11 +81,15 @@ class VolumeTable {
   absl::StatusOr<std::unique_ptr<VolumeDevice>> Reconcile(const v1::Volume& spec, int& device_id,
                                                           bool fresh);
   absl::Status CheckNoConflictLocked(const v1::Volume& spec) const;
+  // Fills in the size of an NBD spec that has none: the existing volume's when the id is known,
+  // else the export's.
+  absl::Status ResolveNbdSize(v1::Volume& spec);
   std::set<int> ClaimedIdsLocked() const;
   void RetryLoop();
 
   VolumeRegistry registry_;
   DeviceProvisioner& provisioner_;
+  NbdSizeProbe probe_;
   mutable std::mutex mutex_;
   std::map<std::string, Entry> entries_;
 

@@ -87,7 +87,10 @@ absl::Status ValidateVolumeSpec(const v1::Volume& spec) {
   if (block_size != 512 && block_size != 4096) {
     return Invalid("logical_block_size", absl::StrCat(block_size, " is not 512 or 4096"));
   }
-  if (spec.size_bytes() == 0) return Invalid("size_bytes", "must be greater than 0");
+  // An NBD volume without a size takes the export's (resolved before provisioning).
+  if (spec.size_bytes() == 0 && spec.backend_case() != v1::Volume::kNbd) {
+    return Invalid("size_bytes", "must be greater than 0 (only nbd volumes may omit it)");
+  }
   if (spec.size_bytes() % block_size != 0) {
     return Invalid("size_bytes",
                    absl::StrCat(spec.size_bytes(), " is not a multiple of the logical block size ",

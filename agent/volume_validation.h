@@ -19,7 +19,8 @@ inline constexpr uint64_t kMaxSizeBytes = uint64_t{1} << 50;  // 1 PiB
 v1::Volume NormalizeVolumeSpec(const v1::Volume& requested);
 
 // Checks every field of a normalized spec. The error is INVALID_ARGUMENT with a
-// message naming the field ("volume.size_bytes: ...") and the reason.
+// message naming the field ("volume.size_bytes: ...") and the reason. A size of 0 is
+// accepted only for an NBD volume: it means "the export's size".
 absl::Status ValidateVolumeSpec(const v1::Volume& spec);
 
 // A DNS label: 1-63 of [a-z0-9-], starting and ending with a letter or digit.

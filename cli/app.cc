@@ -71,6 +71,11 @@ std::string UsageFailure(const CLI::App* /*app*/, const CLI::Error& error) {
   return absl::StrCat("blkctl: ", error.what(), "\nRun with --help for more information.\n");
 }
 
+bool IsNbdBackend(const std::string& uri) {
+  absl::StatusOr<blk::v1::Volume> backend = ParseBackendUri(uri);
+  return backend.ok() && backend->has_nbd();
+}
+
 }  // namespace
 
 absl::StatusOr<absl::Duration> ParseTimeout(absl::string_view text) {
@@ -115,9 +120,12 @@ int RunBlkctl(int argc, const char* const* argv, std::ostream& out, std::ostream
   CreateVolumeFlags create;
   CLI::App* create_volume = app.add_subcommand("create-volume", "Create a volume and its device");
   create_volume->add_option("ID", create.id, "Volume id: a DNS label")->required();
-  create_volume->add_option("--size", create.size_bytes, "Size: 4096, 64M, 64MiB, 1G (1024-based)")
-      ->required()
-      ->transform(SizeValidator());
+  CLI::Option* size_option =
+      create_volume
+          ->add_option("--size", create.size_bytes,
+                       "Size: 4096, 64M, 64MiB, 1G (1024-based); optional for nbd backends "
+                       "(the export's size)")
+          ->transform(SizeValidator());
   create_volume
       ->add_option("--backend", create.backend_uri,
                    "Backend: null://, file:///absolute/path, nbd://host[:port]/export or "
@@ -142,6 +150,12 @@ int RunBlkctl(int argc, const char* const* argv, std::ostream& out, std::ostream
       ->check(CLI::Range(1u, 86400u));
   AddOutputOption(*create_volume, format_text);
   create_volume->callback([&] {
+    if (size_option->count() == 0 && !IsNbdBackend(create.backend_uri)) {
+      throw CLI::ValidationError(
+          "--size",
+          "is required for null:// and file:// backends (only nbd volumes take their "
+          "size from the export)");
+    }
     command = [&](VolumeClient& client) { return RunCreateVolume(client, create, format); };
   });
 

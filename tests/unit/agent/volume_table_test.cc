@@ -134,7 +134,11 @@ class VolumeTableTest : public ::testing::Test {
     if (!table_) {
       auto registry = VolumeRegistry::Open(dir_.path());
       EXPECT_TRUE(registry.ok());
-      table_ = std::make_unique<VolumeTable>(std::move(*registry), provisioner_);
+      table_ = std::make_unique<VolumeTable>(std::move(*registry), provisioner_,
+                                             [this](const std::string& uri) {
+                                               probed_uris_.push_back(uri);
+                                               return export_size_;
+                                             });
     }
     return *table_;
   }
@@ -160,8 +164,18 @@ class VolumeTableTest : public ::testing::Test {
     return volume;
   }
 
+  static v1::Volume NbdVolume(const std::string& id, uint64_t size = 0) {
+    v1::Volume volume;
+    volume.set_id(id);
+    volume.set_size_bytes(size);
+    volume.mutable_nbd()->set_uri("nbd://127.0.0.1:10809/exp");
+    return volume;
+  }
+
   testing::TempDir dir_;
   FakeProvisioner provisioner_;
+  absl::StatusOr<uint64_t> export_size_ = uint64_t{256} << 20;
+  std::vector<std::string> probed_uris_;
   std::unique_ptr<VolumeTable> table_;
 };
 
@@ -201,6 +215,82 @@ TEST_F(VolumeTableTest, InvalidSpecIsRejectedBeforeAnythingHappens) {
   EXPECT_THAT(Table().List(), SizeIs(0));
   Restart();
   EXPECT_THAT(Table().List(), SizeIs(0));
+}
+
+TEST_F(VolumeTableTest, AnNbdVolumeWithoutASizeTakesTheExportsAndPersistsIt) {
+  auto volume = Table().Create(NbdVolume("r1"));
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  EXPECT_EQ(volume->size_bytes(), uint64_t{256} << 20);
+  EXPECT_EQ(volume->status().state(), v1::VOLUME_STATE_LIVE);
+  EXPECT_THAT(probed_uris_, ::testing::ElementsAre("nbd://127.0.0.1:10809/exp"));
+  Restart();
+  auto restored = Table().Get("r1");
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(restored->size_bytes(), uint64_t{256} << 20);
+}
+
+TEST_F(VolumeTableTest, AnExportSizeOffTheBlockSizeIsRoundedDown) {
+  export_size_ = (uint64_t{1} << 20) + 1000;
+  v1::Volume spec = NbdVolume("r1");
+  spec.set_logical_block_size(4096);
+  auto volume = Table().Create(spec);
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  EXPECT_EQ(volume->size_bytes(), uint64_t{1} << 20);
+}
+
+TEST_F(VolumeTableTest, AnExportSmallerThanOneBlockIsInvalidArgumentNamingIt) {
+  export_size_ = 511;
+  auto volume = Table().Create(NbdVolume("r1"));
+  EXPECT_EQ(volume.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(volume.status().message()), HasSubstr("nbd://127.0.0.1:10809/exp"));
+  EXPECT_EQ(provisioner_.calls, 0);
+  EXPECT_THAT(Table().List(), SizeIs(0));
+}
+
+TEST_F(VolumeTableTest, AnUnreachableExportIsUnavailableAndPersistsNothing) {
+  export_size_ = absl::UnavailableError("connect: Connection refused");
+  auto volume = Table().Create(NbdVolume("r1"));
+  EXPECT_EQ(volume.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(volume.status().message()), HasSubstr("nbd://127.0.0.1:10809/exp"));
+  EXPECT_THAT(std::string(volume.status().message()), HasSubstr("Connection refused"));
+  EXPECT_EQ(provisioner_.calls, 0);
+  EXPECT_THAT(Table().List(), SizeIs(0));
+  Restart();
+  EXPECT_THAT(Table().List(), SizeIs(0));
+}
+
+TEST_F(VolumeTableTest, RepeatingACreateWithoutASizeReturnsTheExistingNbdVolume) {
+  ASSERT_TRUE(Table().Create(NbdVolume("r1")).ok());
+  export_size_ = uint64_t{512} << 20;  // the export grew: the volume keeps its size
+  auto again = Table().Create(NbdVolume("r1"));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->size_bytes(), uint64_t{256} << 20);
+  EXPECT_EQ(again->status().device_path(), "/dev/ublkb0");
+  EXPECT_EQ(provisioner_.calls, 1);
+  EXPECT_THAT(probed_uris_, SizeIs(1));
+}
+
+TEST_F(VolumeTableTest, AnExplicitSizeMatchingTheResolvedOneReturnsTheExistingVolume) {
+  ASSERT_TRUE(Table().Create(NbdVolume("r1")).ok());
+  auto again = Table().Create(NbdVolume("r1", uint64_t{256} << 20));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(provisioner_.calls, 1);
+}
+
+TEST_F(VolumeTableTest, ADifferentExplicitSizeThanTheResolvedOneIsAlreadyExists) {
+  ASSERT_TRUE(Table().Create(NbdVolume("r1")).ok());
+  auto other = Table().Create(NbdVolume("r1", uint64_t{64} << 20));
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(std::string(other.status().message()), HasSubstr("size_bytes"));
+}
+
+TEST_F(VolumeTableTest, ACreateWithoutASizeForAnotherUriUnderTheSameIdIsAlreadyExists) {
+  ASSERT_TRUE(Table().Create(NbdVolume("r1")).ok());
+  v1::Volume other = NbdVolume("r1");
+  other.mutable_nbd()->set_uri("nbd://127.0.0.1:10810/exp");
+  auto volume = Table().Create(other);
+  EXPECT_EQ(volume.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(std::string(volume.status().message()), HasSubstr("uri"));
 }
 
 TEST_F(VolumeTableTest, AFailedCreateLeavesNoVolumeAndNoRecord) {

@@ -126,6 +126,15 @@ v1::Volume NbdVolume(const std::string& uri) {
   return NormalizeVolumeSpec(volume);
 }
 
+TEST(ValidateVolumeSpecTest, OnlyAnNbdVolumeMayOmitItsSize) {
+  v1::Volume nbd = NbdVolume("nbd://127.0.0.1:10809/");
+  nbd.set_size_bytes(0);
+  EXPECT_TRUE(ValidateVolumeSpec(nbd).ok());
+  v1::Volume null = nbd;
+  null.mutable_null();
+  ExpectInvalid(null, "volume.size_bytes");
+}
+
 TEST(ValidateVolumeSpecTest, NbdBackendTakesTcpAndUnixUris) {
   EXPECT_TRUE(ValidateVolumeSpec(NbdVolume("nbd://127.0.0.1:10809/")).ok());
   EXPECT_TRUE(ValidateVolumeSpec(NbdVolume("nbd+unix:///disk?socket=/run/nbd.sock")).ok());

@@ -42,6 +42,23 @@ class Blkctl : public ::testing::Test {
   testing::FakeAgent agent_;
 };
 
+TEST_F(Blkctl, NbdVolumeWithoutSizeAsksTheAgentForTheExportsSize) {
+  Outcome outcome =
+      RunAgainstAgent({"create-volume", "r1", "--backend", "nbd://127.0.0.1:10809/exp"});
+  ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
+  ASSERT_EQ(agent_.service().calls(), 1);
+  const blk::v1::Volume sent = agent_.service().last_create().volume();
+  EXPECT_EQ(sent.size_bytes(), 0u);
+  EXPECT_EQ(sent.nbd().uri(), "nbd://127.0.0.1:10809/exp");
+}
+
+TEST_F(Blkctl, NbdUnixVolumeWithoutSizeIsAccepted) {
+  Outcome outcome =
+      RunAgainstAgent({"create-volume", "r2", "--backend", "nbd+unix:///exp?socket=/run/nbd.sock"});
+  ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
+  EXPECT_EQ(agent_.service().last_create().volume().size_bytes(), 0u);
+}
+
 TEST_F(Blkctl, CreateVolumeSendsEveryFlagInTheRequest) {
   Outcome outcome =
       RunAgainstAgent({"create-volume", "v1", "--size", "64MiB", "--backend",
@@ -216,7 +233,12 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         UsageCase{"NoCommand", {}, "a command is required"},
         UsageCase{"UnknownCommand", {"resize-volume", "v1"}, "resize-volume"},
-        UsageCase{"MissingSize", {"create-volume", "v1", "--backend", "null://"}, "--size"},
+        UsageCase{"MissingSize",
+                  {"create-volume", "v1", "--backend", "null://"},
+                  "--size: is required for null:// and file:// backends"},
+        UsageCase{"MissingSizeForFile",
+                  {"create-volume", "v1", "--backend", "file:///v1.img"},
+                  "--size: is required for null:// and file:// backends"},
         UsageCase{"MissingBackend", {"create-volume", "v1", "--size", "1G"}, "--backend"},
         UsageCase{"MissingId", {"create-volume", "--size", "1G", "--backend", "null://"}, "ID"},
         UsageCase{"BadSize",

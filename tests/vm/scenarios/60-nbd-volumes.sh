@@ -2,7 +2,8 @@
 # NBD volumes against nbdkit inside the guest: a TCP and an nbd+unix volume pass
 # fio verify; nbdkit killed (-9) and restarted twice under fio leaves the data
 # intact and fio without an error; a server kept down past io_timeout gives EIO
-# without hanging the device or the agent.
+# without hanging the device or the agent. A volume created without --size
+# takes the export's size, and creating it again returns the same device.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 TCP_PID=""
@@ -49,6 +50,24 @@ main() {
   step "nbd+unix volume r2"
   ctl create-volume r2 --size 32M --backend "nbd+unix:///?socket=$WORK/nbd.sock"
   fio_verify "$(volume_device r2)" 16M
+
+  step "nbd+unix volume r4 without --size takes the export's size (48M)"
+  nbdkit -f -U "$WORK/sized.sock" memory 48M >>"$LOG_DIR/nbdkit-sized.log" 2>&1 &
+  local sized_pid=$!
+  on_exit kill -KILL "$sized_pid"
+  wait_for "nbdkit on $WORK/sized.sock" 30 test -S "$WORK/sized.sock"
+  ctl create-volume r4 --backend "nbd+unix:///?socket=$WORK/sized.sock"
+  local dev4
+  dev4="$(volume_device r4)"
+  expect_eq "r4 sectors" $((48 * 1024 * 1024 / 512)) "$(cat "/sys/block/${dev4#/dev/}/size")"
+  expect_eq "r4 size_bytes" $((48 * 1024 * 1024)) \
+    "$(ctl get-volume r4 -o json | jq -r '.volume.sizeBytes')"
+  ctl create-volume r4 --backend "nbd+unix:///?socket=$WORK/sized.sock"
+  expect_eq "r4 device on the repeated create" "$dev4" "$(volume_device r4)"
+  fio_verify "$dev4" 8M
+  expect_fail_with "ALREADY_EXISTS" "r4 again with a different explicit size" \
+    ctl create-volume r4 --size 16M --backend "nbd+unix:///?socket=$WORK/sized.sock"
+  ctl delete-volume r4
 
   step "a volume larger than its export is refused"
   expect_fail_with "larger than the NBD export" "a 128M volume on a 64M export" \

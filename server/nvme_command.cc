@@ -26,6 +26,7 @@ UringCmd BlockCommand(uint8_t opcode, const NamespaceTarget& target, uint64_t lb
 int BuildSplit(const NamespaceTarget& target, const BlockRequest& request, uint8_t opcode,
                uint64_t lba, uint64_t blocks, uint32_t max_blocks, bool carries_data,
                std::span<UringCmd> out) {
+  if (max_blocks == 0) return -EINVAL;  // a target not made by MakeNamespaceTarget
   const uint64_t count = (blocks + max_blocks - 1) / max_blocks;
   if (count > out.size()) return -EOVERFLOW;
   uint64_t done = 0;
@@ -92,6 +93,7 @@ absl::StatusOr<NamespaceTarget> MakeNamespaceTarget(const NamespaceProfile& prof
 }
 
 uint32_t MaxCommandsPerRequest(const NamespaceTarget& target, uint32_t max_request_bytes) {
+  if (target.max_transfer_bytes == 0) return 1;
   const uint64_t by_transfer =
       (uint64_t{max_request_bytes} + target.max_transfer_bytes - 1) / target.max_transfer_bytes;
   const uint64_t max_zeroes_bytes = uint64_t{kMaxBlocksPerCommand} << target.lba_shift;

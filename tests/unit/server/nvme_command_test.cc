@@ -196,6 +196,13 @@ TEST(NvmeCommand, TooSmallCommandArrayOverflowsInsteadOfWritingPastIt) {
             -EOVERFLOW);
 }
 
+TEST(NvmeCommand, TargetWithoutATransferLimitIsRefusedRatherThanDividingByZero) {
+  NamespaceTarget target;
+  target.size_blocks = 1024;
+  EXPECT_EQ(Build(target, Request(abi::kIoOpRead, 0, 512)).count, -EINVAL);
+  EXPECT_EQ(MaxCommandsPerRequest(target, 4096), 1u);
+}
+
 TEST(NvmeCommand, MaxCommandsPerRequestCoversTheLargestRequest) {
   const NamespaceTarget target = Target(9);
   EXPECT_EQ(MaxCommandsPerRequest(target, 512 * 1024), 4u);

@@ -9,11 +9,14 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <prometheus/exposer.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
 
+#include "agent/metrics_collector.h"
+#include "agent/node_info.h"
 #include "agent/state_dir_lock.h"
 #include "agent/ublk_provisioner.h"
 #include "agent/version.h"
@@ -28,6 +31,7 @@ struct Options {
   std::string log_level = "info";
   int grpc_threads = 4;
   std::string on_exit = "leave";
+  std::string metrics_address = "0.0.0.0:9477";
 };
 
 // Removes a socket left by an agent that died; only ever called with the
@@ -70,6 +74,25 @@ std::unique_ptr<grpc::Server> StartGrpc(const Options& options,
   return server;
 }
 
+// Serves /metrics on `address` ("off": no metrics). Null with a logged reason
+// when the address cannot be bound.
+std::unique_ptr<prometheus::Exposer> StartMetrics(
+    const std::string& address, const std::shared_ptr<prometheus::Collectable>& collector) {
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    exposer = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/1);
+  } catch (const std::exception& error) {
+    spdlog::critical("cannot serve metrics on {}: {} (choose another --metrics-address, or off)",
+                     address, error.what());
+    return nullptr;
+  }
+  exposer->RegisterCollectable(collector);
+  for (int port : exposer->GetListeningPorts()) {
+    spdlog::info("metrics on http://{}:{}/metrics", address.substr(0, address.rfind(':')), port);
+  }
+  return exposer;
+}
+
 int WaitForTerminationSignal(const sigset_t& signals) {
   int signal = 0;
   while (sigwait(&signals, &signal) != 0) {
@@ -96,6 +119,9 @@ int main(int argc, char** argv) {
                  "delete them")
       ->capture_default_str()
       ->check(CLI::IsMember({"leave", "delete"}));
+  app.add_option("--metrics-address", options.metrics_address,
+                 "HOST:PORT for Prometheus' /metrics (port 0: any free port), or off")
+      ->capture_default_str();
   app.set_version_flag("--version", blk::agent::kAgentVersion);
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(options.log_level));
@@ -127,6 +153,17 @@ int main(int argc, char** argv) {
   blk::agent::VolumeTable volumes(std::move(*registry), provisioner);
   for (const std::string& problem : volumes.Restore()) spdlog::warn("restore: {}", problem);
   volumes.StartRetrying();
+
+  auto collector =
+      std::make_shared<blk::agent::MetricsCollector>(volumes, blk::agent::ReadNodeInfo());
+  std::unique_ptr<prometheus::Exposer> metrics;
+  if (options.metrics_address != "off") {
+    metrics = StartMetrics(options.metrics_address, collector);
+    if (!metrics) {
+      volumes.DetachAll();
+      return 1;
+    }
+  }
 
   blk::agent::VolumeService service(volumes);
   std::unique_ptr<grpc::Server> server = StartGrpc(options, service);

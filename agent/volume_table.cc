@@ -89,6 +89,18 @@ std::vector<std::string> VolumeTable::Restore() {
   return problems;
 }
 
+std::vector<int> VolumeTable::UnknownKernelDevices() const {
+  std::set<int> ours;
+  {
+    std::lock_guard lock(mutex_);
+    ours = ClaimedIdsLocked();
+    for (const auto& [id, entry] : entries_) {
+      if (entry.device) ours.insert(entry.device->id());
+    }
+  }
+  return UnknownDevices(provisioner_.KernelDeviceIds(), ours);
+}
+
 std::set<int> VolumeTable::ClaimedIdsLocked() const {
   std::set<int> claimed;
   for (const auto& [id, entry] : entries_) {

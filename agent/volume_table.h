@@ -40,6 +40,10 @@ class VolumeTable {
   // claims are reported and left alone. Returns the problems found, for the log.
   std::vector<std::string> Restore();
 
+  // ublk devices the kernel has that no volume of this agent claims: never
+  // touched, only reported.
+  std::vector<int> UnknownKernelDevices() const;
+
   // Retries DEGRADED volumes in the background, each with its own backoff
   // (initial_backoff doubling up to max_backoff).
   void StartRetrying(std::chrono::milliseconds initial_backoff = std::chrono::seconds(1),

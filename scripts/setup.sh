@@ -9,7 +9,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   liburing-dev libspdlog-dev prometheus-cpp-dev libcli11-dev libgtest-dev libgmock-dev
   # tests, demo, VM test bed
-  fio nbdkit nbd-client nbd-server qemu-utils jq kmod xz-utils busybox-static qemu-system-x86 iproute2 procps
+  fio curl nbdkit nbd-client nbd-server qemu-utils jq kmod xz-utils busybox-static qemu-system-x86 iproute2 procps
 )
 
 missing=()

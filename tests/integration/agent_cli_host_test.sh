@@ -43,11 +43,30 @@ wait_for() {  # wait_for SECONDS COMMAND...: polls until COMMAND succeeds
   done
 }
 
-"$bin/blkagent" --socket "$socket" --state-dir "$state" >"$work/agent.log" 2>&1 &
+"$bin/blkagent" --socket "$socket" --state-dir "$state" --metrics-address 127.0.0.1:0 \
+  >"$work/agent.log" 2>&1 &
 agent_pid=$!
 if wait_for 30 test -S "$socket"; then pass "agent listens"; else
   cat "$work/agent.log"; fail "agent listens"; exit 1
 fi
+
+metrics_url="$(grep -o 'http://127.0.0.1:[0-9]*/metrics' "$work/agent.log" | head -n1)"
+scrape="$(curl -fsS "$metrics_url" 2>&1)" && pass "metrics served at $metrics_url" ||
+  fail "metrics: '$metrics_url': $scrape"
+grep -q '^blk_agent_build_info{version="' <<<"$scrape" && pass "metrics: build info" ||
+  fail "metrics: no build info"
+grep -q "^blk_node_ublk_info{.*kernel_release=\"$(uname -r)\"" <<<"$scrape" &&
+  pass "metrics: node info" || fail "metrics: no node info"
+grep -q '^blk_volumes{state="live"} 0' <<<"$scrape" && pass "metrics: no live volumes" ||
+  fail "metrics: volume count"
+grep -q '^blk_unknown_ublk_devices 0' <<<"$scrape" && pass "metrics: no unknown devices" ||
+  fail "metrics: unknown devices"
+
+rc=0
+"$bin/blkagent" --socket "$work/third.sock" --state-dir "$work/state3" \
+  --metrics-address "$(sed "s,^http://,,; s,/metrics$,," <<<"$metrics_url")" >"$work/third.log" 2>&1 || rc=$?
+((rc != 0)) && grep -q "cannot serve metrics" "$work/third.log" && [[ ! -e "$work/third.sock" ]] &&
+  pass "a metrics port in use is refused clearly" || fail "metrics port in use: rc=$rc $(cat "$work/third.log")"
 
 [[ "$(stat -c %a "$socket")" == 660 ]] && pass "socket mode 0660" || fail "socket mode $(stat -c %a "$socket")"
 
@@ -82,7 +101,8 @@ blkctl delete-volume unknown-id && pass "delete of unknown id is OK" || fail "de
 expect_refusal "get of unknown id" NOT_FOUND -- get-volume unknown-id
 
 rc=0
-"$bin/blkagent" --socket "$work/second.sock" --state-dir "$state" >"$work/second.log" 2>&1 || rc=$?
+"$bin/blkagent" --socket "$work/second.sock" --state-dir "$state" --metrics-address off \
+  >"$work/second.log" 2>&1 || rc=$?
 ((rc != 0)) && grep -q "already running" "$work/second.log" && pass "second agent on the same state dir refused" ||
   fail "second agent: rc=$rc $(cat "$work/second.log")"
 

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "agent/version.h"
+#include "blk/v1/volume_state_name.h"
 
 namespace blk::agent {
 namespace {
@@ -32,23 +33,6 @@ void AddSample(MetricFamily& family, std::vector<ClientMetric::Label> labels, do
     metric.gauge.value = value;
   }
   family.metric.push_back(std::move(metric));
-}
-
-std::string StateLabel(v1::VolumeState state) {
-  switch (state) {
-    case v1::VOLUME_STATE_CREATING:
-      return "creating";
-    case v1::VOLUME_STATE_LIVE:
-      return "live";
-    case v1::VOLUME_STATE_DELETING:
-      return "deleting";
-    case v1::VOLUME_STATE_FAILED:
-      return "failed";
-    case v1::VOLUME_STATE_DEGRADED:
-      return "degraded";
-    default:
-      return "unknown";
-  }
 }
 
 std::string BackendLabel(const v1::Volume& volume) {
@@ -86,8 +70,13 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   families.push_back(std::move(node));
 
   const std::vector<v1::Volume> volumes = volumes_.List();
-  std::map<std::string, int> by_state = {{"creating", 0}, {"live", 0},     {"deleting", 0},
-                                         {"failed", 0},   {"degraded", 0}, {"unknown", 0}};
+  // Every state has a series, also at 0, so rate() and alerts see no gaps.
+  std::map<std::string, int> by_state;
+  for (int state = v1::VolumeState_MIN; state <= v1::VolumeState_MAX; ++state) {
+    if (v1::VolumeState_IsValid(state)) {
+      by_state[v1::VolumeStateName(static_cast<v1::VolumeState>(state))] = 0;
+    }
+  }
   MetricFamily info = Family("blk_volume_info", "One series per volume: its backend and device.",
                              MetricType::Gauge);
   MetricFamily size = Family("blk_volume_size_bytes", "The volume's size.", MetricType::Gauge);
@@ -95,12 +84,12 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
       "blk_volume_backend_reconnects_total",
       "Times the volume's backend re-established its connection (NBD).", MetricType::Counter);
   for (const v1::Volume& volume : volumes) {
-    ++by_state[StateLabel(volume.status().state())];
+    ++by_state[v1::VolumeStateName(volume.status().state())];
     AddSample(info,
               {{"volume", volume.id()},
                {"backend", BackendLabel(volume)},
                {"device", volume.status().device_path()},
-               {"state", StateLabel(volume.status().state())}},
+               {"state", v1::VolumeStateName(volume.status().state())}},
               1);
     AddSample(size, {{"volume", volume.id()}}, static_cast<double>(volume.size_bytes()));
     if (volume.has_nbd()) {

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "backend_uri.h"
+#include "blk/v1/volume_state_name.h"
 #include "google/protobuf/util/json_util.h"
 #include "size_parse.h"
 
@@ -54,22 +55,7 @@ std::string RenderKeyValues(const std::vector<std::pair<std::string, std::string
 
 }  // namespace
 
-absl::string_view StateName(blk::v1::VolumeState state) {
-  switch (state) {
-    case blk::v1::VOLUME_STATE_CREATING:
-      return "creating";
-    case blk::v1::VOLUME_STATE_LIVE:
-      return "live";
-    case blk::v1::VOLUME_STATE_DELETING:
-      return "deleting";
-    case blk::v1::VOLUME_STATE_FAILED:
-      return "failed";
-    case blk::v1::VOLUME_STATE_DEGRADED:
-      return "degraded";
-    default:
-      return "unknown";
-  }
-}
+std::string StateName(blk::v1::VolumeState state) { return blk::v1::VolumeStateName(state); }
 
 std::string RenderVolumeTable(const google::protobuf::RepeatedPtrField<blk::v1::Volume>& volumes) {
   std::vector<Row> rows;
@@ -80,7 +66,7 @@ std::string RenderVolumeTable(const google::protobuf::RepeatedPtrField<blk::v1::
         FormatSize(volume.size_bytes()),
         OrDash(FormatBackendUri(volume)),
         OrDash(volume.status().device_path()),
-        std::string(StateName(volume.status().state())),
+        StateName(volume.status().state()),
         absl::StrCat(OrDefault(volume.queues(), kDefaultQueues)),
         absl::StrCat(OrDefault(volume.queue_depth(), kDefaultQueueDepth)),
     });
@@ -100,7 +86,7 @@ std::string RenderVolume(const blk::v1::Volume& volume) {
       {"queue depth", absl::StrCat(OrDefault(volume.queue_depth(), kDefaultQueueDepth))},
       {"read only", volume.read_only() ? "yes" : "no"},
       {"fail fast", volume.fail_fast() ? "yes" : "no"},
-      {"state", std::string(StateName(status.state()))},
+      {"state", StateName(status.state())},
       {"device", OrDash(status.device_path())},
   };
   if (!status.device_path().empty())

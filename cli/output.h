@@ -13,7 +13,7 @@ namespace blk::cli {
 enum class OutputFormat { kTable, kJson };
 
 // "live", "creating", "deleting", "failed"; "unknown" for unspecified states.
-absl::string_view StateName(blk::v1::VolumeState state);
+std::string StateName(blk::v1::VolumeState state);
 
 // One row per volume under the header ID SIZE BACKEND DEVICE STATE QUEUES DEPTH.
 std::string RenderVolumeTable(const google::protobuf::RepeatedPtrField<blk::v1::Volume>& volumes);

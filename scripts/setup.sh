@@ -10,6 +10,8 @@ packages=(
   liburing-dev libspdlog-dev prometheus-cpp-dev libcli11-dev libgtest-dev libgmock-dev
   # tests, demo, VM test bed
   fio curl nbdkit nbd-client nbd-server qemu-utils jq kmod xz-utils busybox-static qemu-system-x86 iproute2 procps
+  # deploy/ tests: promtool, the dashboard and manifest checkers
+  prometheus python3 python3-yaml
 )
 
 missing=()

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The Grafana dashboard and the alert rules (deploy/) query only metrics the agent
+# exports: with null, file and NBD volumes under fio, a real scrape has a series for
+# every blk_* metric they use (tests/deploy/check_metrics_exported.py lists any missing).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# The scenarios run from a copy; the deploy files are in the source tree of the build.
+source_dir() {
+  local src
+  src="$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "${BLK_BUILD_DIR:?}/CMakeCache.txt")"
+  [[ -f "$src/deploy/grafana/blk-dashboard.json" ]] ||
+    fail "no deploy/grafana/blk-dashboard.json in the build's source tree '$src'"
+  echo "$src"
+}
+
+scrape() { curl -fsS "http://127.0.0.1:9477/metrics"; }
+
+main() {
+  local src
+  src="$(source_dir)"
+  command -v nbdkit >/dev/null || fail "nbdkit not found in the guest"
+  nbdkit -f -U "$WORK/nbd.sock" memory 64M >>"$LOG_DIR/nbdkit.log" 2>&1 &
+  local nbdkit_pid=$!
+  on_exit kill -KILL "$nbdkit_pid"
+  wait_for "nbdkit on $WORK/nbd.sock" 30 test -S "$WORK/nbd.sock"
+
+  start_agent --on-exit delete --metrics-address 127.0.0.1:9477
+  step "null, file and NBD volumes"
+  truncate -s 64M "$WORK/file.img"
+  ctl create-volume vnull --size 64M --backend null:// --queues 2
+  ctl create-volume vfile --size 64M --backend "file://$WORK/file.img"
+  ctl create-volume vnbd --size 32M --backend "nbd+unix:///?socket=$WORK/nbd.sock"
+
+  step "fio on each: reads, writes, flushes, discards"
+  pick_fio_engine
+  local id dev
+  for id in vnull vfile vnbd; do
+    dev="$(volume_device "$id")"
+    run_fio "fio-$id.log" --name="$id" --filename="$dev" --direct=1 --ioengine="$fio_engine" \
+      --rw=randrw --bs=4k --iodepth=8 --size=8M --io_size=4M --fsync=16 ||
+      fail "fio on $id ($dev)"
+    blkdiscard -o 0 -l 1M "$dev" 2>>"$LOG_DIR/blkdiscard.log" ||
+      echo "note: blkdiscard on $dev failed (see blkdiscard.log)"
+  done
+  echo "ok: fio ran on every volume"
+
+  step "the dashboard's and the alerts' metrics are in a real scrape"
+  scrape >"$LOG_DIR/scrape.txt"
+  promtool check metrics <"$LOG_DIR/scrape.txt" ||
+    fail "promtool check metrics rejects the scrape (see scrape.txt)"
+  "$src/tests/deploy/check_metrics_exported.py" "$LOG_DIR/scrape.txt" \
+    "$src/deploy/grafana/blk-dashboard.json" "$src/deploy/prometheus/blk-alerts.yaml" ||
+    fail "the dashboard or the alerts query metrics the agent does not export (above)"
+
+  for id in vnbd vfile vnull; do ctl delete-volume "$id"; done
+  stop_agent
+}
+
+main "$@"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The Grafana dashboard and the alert rules (deploy/) query only metrics the agent
 # exports: with null, file and NBD volumes under fio, a real scrape has a series for
-# every blk_* metric they use (tests/deploy/check_metrics_exported.py lists any missing).
+# every blk_* metric they use (tests/deploy/check_metrics_exported.py lists any missing),
+# and a real Prometheus scraping the agent returns data for every dashboard query
+# (tests/deploy/check_dashboard_data.py).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # The scenarios run from a copy; the deploy files are in the source tree of the build.
@@ -15,6 +17,34 @@ source_dir() {
 
 scrape() { curl -fsS "http://127.0.0.1:9477/metrics"; }
 
+PROMETHEUS=http://127.0.0.1:9090
+prom_value() {
+  curl -fsS "$PROMETHEUS/api/v1/query" --data-urlencode "query=$1" |
+    jq -r '.data.result[0].value[1] // empty'
+}
+# Succeeds once Prometheus scraped the agent at least 3 s after EPOCH (1 s interval).
+scraped_after() {
+  local at
+  at="$(prom_value 'timestamp(up{job="blkagent"} == 1)' 2>/dev/null)" || return 1
+  [[ -n "$at" ]] && ((${at%.*} >= $1 + 3))
+}
+
+start_prometheus() {
+  cat >"$WORK/prometheus.yml" <<'CONFIG'
+global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: blkagent
+    static_configs:
+      - targets: ["127.0.0.1:9477"]
+CONFIG
+  prometheus --config.file="$WORK/prometheus.yml" --storage.tsdb.path="$WORK/tsdb" \
+    --web.listen-address=127.0.0.1:9090 >>"$LOG_DIR/prometheus.log" 2>&1 &
+  local pid=$!
+  on_exit kill -KILL "$pid"
+  wait_for "Prometheus to be ready" 60 curl -fs -o /dev/null "$PROMETHEUS/-/ready"
+}
+
 main() {
   local src
   src="$(source_dir)"
@@ -25,6 +55,7 @@ main() {
   wait_for "nbdkit on $WORK/nbd.sock" 30 test -S "$WORK/nbd.sock"
 
   start_agent --on-exit delete --metrics-address 127.0.0.1:9477
+  start_prometheus
   step "null, file and NBD volumes"
   truncate -s 64M "$WORK/file.img"
   ctl create-volume vnull --size 64M --backend null:// --queues 2
@@ -51,6 +82,14 @@ main() {
   "$src/tests/deploy/check_metrics_exported.py" "$LOG_DIR/scrape.txt" \
     "$src/deploy/grafana/blk-dashboard.json" "$src/deploy/prometheus/blk-alerts.yaml" ||
     fail "the dashboard or the alerts query metrics the agent does not export (above)"
+
+  step "every dashboard query returns data from a real Prometheus"
+  local now
+  now="$(date +%s)"
+  wait_for "Prometheus to scrape the agent after fio" 60 scraped_after "$now"
+  "$src/tests/deploy/check_dashboard_data.py" --volume vnull --volume vfile --volume vnbd \
+    "$PROMETHEUS" "$src/deploy/grafana/blk-dashboard.json" ||
+    fail "dashboard panels without data (above)"
 
   for id in vnbd vfile vnull; do ctl delete-volume "$id"; done
   stop_agent

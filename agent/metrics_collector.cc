@@ -83,6 +83,11 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   MetricFamily reconnects = Family(
       "blk_volume_backend_reconnects_total",
       "Times the volume's backend re-established its connection (NBD).", MetricType::Counter);
+  MetricFamily errors =
+      Family("blk_volume_backend_errors_total",
+             "Backend faults (NBD): requests the server failed (server), connections dropped for a "
+             "malformed reply (protocol), requests failed after io_timeout (timeout).",
+             MetricType::Counter);
   for (const v1::Volume& volume : volumes) {
     ++by_state[v1::VolumeStateName(volume.status().state())];
     AddSample(info,
@@ -95,6 +100,12 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
     if (volume.has_nbd()) {
       AddSample(reconnects, {{"volume", volume.id()}},
                 static_cast<double>(volume.status().reconnects()));
+      const v1::VolumeStatus& status = volume.status();
+      for (const auto& [kind, n] : {std::pair{"server", status.server_errors()},
+                                    std::pair{"protocol", status.protocol_errors()},
+                                    std::pair{"timeout", status.io_timeouts()}}) {
+        AddSample(errors, {{"volume", volume.id()}, {"kind", kind}}, static_cast<double>(n));
+      }
     }
   }
   MetricFamily count =
@@ -104,6 +115,7 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   families.push_back(std::move(info));
   families.push_back(std::move(size));
   families.push_back(std::move(reconnects));
+  families.push_back(std::move(errors));
 
   MetricFamily unknown =
       Family("blk_unknown_ublk_devices",

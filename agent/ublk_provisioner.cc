@@ -13,8 +13,12 @@ class UblkVolumeDevice final : public VolumeDevice {
   UblkVolumeDevice(std::unique_ptr<server::Device> device, std::shared_ptr<server::NbdStats> nbd)
       : device_(std::move(device)), nbd_(std::move(nbd)) {}
   int id() const override { return device_->id(); }
-  uint64_t reconnects() const override {
-    return nbd_ ? nbd_->reconnects.load(std::memory_order_relaxed) : 0;
+  BackendFaults backend_faults() const override {
+    if (!nbd_) return {};
+    return {.reconnects = nbd_->reconnects.load(std::memory_order_relaxed),
+            .server_errors = nbd_->server_errors.load(std::memory_order_relaxed),
+            .protocol_errors = nbd_->protocol_errors.load(std::memory_order_relaxed),
+            .io_timeouts = nbd_->timeouts.load(std::memory_order_relaxed)};
   }
   std::string block_path() const override { return device_->block_path(); }
   absl::Status Stop(bool force) override { return device_->Stop(force); }

@@ -12,14 +12,21 @@
 
 namespace blk::agent {
 
+// What went wrong with a volume's backend since its device came up (NBD; all 0 elsewhere).
+struct BackendFaults {
+  uint64_t reconnects = 0;
+  uint64_t server_errors = 0;
+  uint64_t protocol_errors = 0;
+  uint64_t io_timeouts = 0;
+};
+
 // The block device that serves one volume, as the volume table sees it.
 class VolumeDevice {
  public:
   virtual ~VolumeDevice() = default;
   virtual int id() const = 0;
   virtual std::string block_path() const = 0;
-  // Backend reconnections since the device came up (NBD; 0 elsewhere).
-  virtual uint64_t reconnects() const { return 0; }
+  virtual BackendFaults backend_faults() const { return {}; }
   // force=false refuses (FAILED_PRECONDITION) while the device is open.
   virtual absl::Status Stop(bool force) = 0;
   // Leaves the kernel device in place for the next agent (upgrade, restart).

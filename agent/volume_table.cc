@@ -369,7 +369,14 @@ absl::Status VolumeTable::Delete(const std::string& id, bool force) {
 
 v1::Volume VolumeTable::WithLiveCounters(const Entry& entry) {
   v1::Volume volume = entry.volume;
-  if (entry.device) volume.mutable_status()->set_reconnects(entry.device->reconnects());
+  if (entry.device) {
+    const BackendFaults faults = entry.device->backend_faults();
+    v1::VolumeStatus& status = *volume.mutable_status();
+    status.set_reconnects(faults.reconnects);
+    status.set_server_errors(faults.server_errors);
+    status.set_protocol_errors(faults.protocol_errors);
+    status.set_io_timeouts(faults.io_timeouts);
+  }
   return volume;
 }
 

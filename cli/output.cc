@@ -91,7 +91,12 @@ std::string RenderVolume(const blk::v1::Volume& volume) {
   };
   if (!status.device_path().empty())
     fields.push_back({"device id", absl::StrCat(status.device_id())});
-  if (volume.has_nbd()) fields.push_back({"reconnects", absl::StrCat(status.reconnects())});
+  if (volume.has_nbd()) {
+    fields.push_back({"reconnects", absl::StrCat(status.reconnects())});
+    fields.push_back({"server errors", absl::StrCat(status.server_errors())});
+    fields.push_back({"protocol errors", absl::StrCat(status.protocol_errors())});
+    fields.push_back({"io timeouts", absl::StrCat(status.io_timeouts())});
+  }
   if (!status.message().empty()) fields.push_back({"message", status.message()});
   return RenderKeyValues(fields);
 }

@@ -20,6 +20,7 @@ using ::testing::SizeIs;
 struct FakeDeviceState {
   bool open = false;
   bool stopped = false;
+  BackendFaults faults;
 };
 
 class FakeProvisioner;
@@ -30,6 +31,7 @@ class FakeDevice final : public VolumeDevice {
       : id_(id), state_(std::move(state)), provisioner_(provisioner) {}
   int id() const override { return id_; }
   std::string block_path() const override { return "/dev/ublkb" + std::to_string(id_); }
+  BackendFaults backend_faults() const override { return state_->faults; }
   absl::Status Stop(bool force) override;
   void Detach() override;
 
@@ -186,6 +188,21 @@ TEST_F(VolumeTableTest, CreateReturnsALiveVolumeWithItsDevice) {
   EXPECT_EQ(volume->status().device_path(), "/dev/ublkb0");
   EXPECT_EQ(volume->status().device_id(), 0);
   EXPECT_EQ(volume->queues(), 1u);
+}
+
+TEST_F(VolumeTableTest, GetAndListShowTheBackendFaultCountsOfTheRunningDevice) {
+  ASSERT_TRUE(Table().Create(NbdVolume("r1", 64 << 20)).ok());
+  provisioner_.devices.at("r1")->faults = {
+      .reconnects = 4, .server_errors = 3, .protocol_errors = 2, .io_timeouts = 1};
+  auto volume = Table().Get("r1");
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  EXPECT_EQ(volume->status().reconnects(), 4u);
+  EXPECT_EQ(volume->status().server_errors(), 3u);
+  EXPECT_EQ(volume->status().protocol_errors(), 2u);
+  EXPECT_EQ(volume->status().io_timeouts(), 1u);
+  std::vector<v1::Volume> listed = Table().List();
+  ASSERT_THAT(listed, SizeIs(1));
+  EXPECT_EQ(listed[0].status().server_errors(), 3u);
 }
 
 TEST_F(VolumeTableTest, CreatingTheSameSpecAgainReturnsTheExistingVolume) {

@@ -91,16 +91,32 @@ TEST(RenderVolume, ShowsTheStatusMessageOfAFailedVolume) {
             "message:      ADD_DEV: Operation not permitted\n");
 }
 
-TEST(RenderVolume, ShowsDegradedStateAndNbdReconnects) {
+TEST(RenderVolume, ShowsDegradedStateAndNbdFaultCounts) {
   blk::v1::Volume volume;
   volume.set_id("remote");
   volume.set_size_bytes(1 << 20);
   volume.mutable_nbd()->set_uri("nbd://127.0.0.1/export");
   volume.mutable_status()->set_state(blk::v1::VOLUME_STATE_DEGRADED);
   volume.mutable_status()->set_reconnects(3);
+  volume.mutable_status()->set_server_errors(7);
+  volume.mutable_status()->set_protocol_errors(2);
+  volume.mutable_status()->set_io_timeouts(5);
   const std::string rendered = RenderVolume(volume);
-  EXPECT_THAT(rendered, ::testing::HasSubstr("state:        degraded\n"));
-  EXPECT_THAT(rendered, ::testing::HasSubstr("reconnects:   3\n"));
+  EXPECT_THAT(rendered, ::testing::HasSubstr("state:            degraded\n"));
+  EXPECT_THAT(rendered, ::testing::HasSubstr("reconnects:       3\n"));
+  EXPECT_THAT(rendered, ::testing::HasSubstr("server errors:    7\n"));
+  EXPECT_THAT(rendered, ::testing::HasSubstr("protocol errors:  2\n"));
+  EXPECT_THAT(rendered, ::testing::HasSubstr("io timeouts:      5\n"));
+}
+
+TEST(RenderVolume, OtherBackendsShowNoNbdCounts) {
+  blk::v1::Volume volume;
+  volume.set_id("local");
+  volume.set_size_bytes(1 << 20);
+  volume.mutable_null();
+  const std::string rendered = RenderVolume(volume);
+  EXPECT_THAT(rendered, ::testing::Not(::testing::HasSubstr("reconnects")));
+  EXPECT_THAT(rendered, ::testing::Not(::testing::HasSubstr("errors")));
 }
 
 TEST(RenderNodeInfo, JoinsFeatureNamesWithCommas) {

@@ -3,7 +3,8 @@
 # fio verify; nbdkit killed (-9) and restarted twice under fio leaves the data
 # intact and fio without an error; a server kept down past io_timeout gives EIO
 # without hanging the device or the agent. A volume created without --size
-# takes the export's size, and creating it again returns the same device.
+# takes the export's size, and creating it again returns the same device. The
+# timed-out requests are counted in GetVolume and /metrics.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 TCP_PID=""
@@ -38,7 +39,7 @@ main() {
   UNIX_PID=$!
   wait_for "nbdkit on $WORK/nbd.sock" 30 test -S "$WORK/nbd.sock"
 
-  start_agent
+  start_agent --metrics-address 127.0.0.1:9477
 
   step "TCP volume r1, 2 queues (nbdkit file advertises multi-conn)"
   ctl create-volume r1 --size 64M --queues 2 --backend nbd://127.0.0.1:10809/ --io-timeout 60
@@ -116,6 +117,13 @@ main() {
   echo "the read failed after $((SECONDS - started))s"
   ((SECONDS - started < 30)) || fail "EIO took $((SECONDS - started))s with io_timeout 3s"
   ctl get-volume r3 >/dev/null || fail "the agent does not answer while a server is down"
+  local timeouts
+  timeouts="$(ctl get-volume r3 -o json | jq -r '.volume.status.ioTimeouts // "0" | tonumber')"
+  ((timeouts >= 1)) || fail "GetVolume shows $timeouts io timeouts after the EIO"
+  timeouts="$(curl -fsS http://127.0.0.1:9477/metrics |
+    awk '$1 == "blk_volume_backend_errors_total{volume=\"r3\",kind=\"timeout\"}" { print $2 }')"
+  ((timeouts >= 1)) || fail "/metrics shows '$timeouts' timeouts for r3"
+  echo "ok: the timeout is counted in GetVolume and /metrics"
 
   step "delete everything"
   ctl delete-volume r3

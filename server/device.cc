@@ -16,8 +16,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/cpu_list.h"
 #include "server/device_params.h"
 #include "server/opener.h"
+#include "server/queue_placement.h"
 
 namespace blk::server {
 namespace {
@@ -207,8 +209,10 @@ absl::Status Device::StartQueues(uint32_t max_io_bytes) {
   if (!char_fd.ok()) return char_fd.status();
   char_fd_ = std::move(*char_fd);
 
+  const std::vector<int> allowed = AllowedCpus();
   for (uint16_t q = 0; q < config_.queues; ++q) {
     QueueSetup setup;
+    setup.device_id = dev_id_;
     setup.queue_id = q;
     setup.depth = config_.queue_depth;
     setup.max_io_bytes = max_io_bytes;
@@ -216,7 +220,8 @@ absl::Status Device::StartQueues(uint32_t max_io_bytes) {
     setup.ioctl_encoding = (device_flags_ & abi::kFCmdIoctlEncode) != 0;
     absl::StatusOr<cpu_set_t> cpus = control_->GetQueueAffinity(dev_id_, q);
     if (!cpus.ok()) return cpus.status();
-    setup.cpus = *cpus;
+    setup.hctx_cpus = *cpus;
+    setup.thread_cpus = QueueThreadCpus(config_.placement, q, *cpus, allowed);
     absl::StatusOr<std::unique_ptr<Backend>> backend =
         storage_->NewQueueBackend(config_.queue_depth);
     if (!backend.ok()) return backend.status();

@@ -16,6 +16,7 @@
 #include "server/device_params.h"
 #include "server/io_counters.h"
 #include "server/queue.h"
+#include "server/rq_affinity.h"
 #include "server/ublk_control.h"
 #include "server/unique_fd.h"
 
@@ -58,11 +59,22 @@ class Device {
   // the next server's Recover. Idempotent.
   void Detach();
 
+  // The block queue's rq_affinity in sysfs (the device must be started).
+  absl::Status SetRqAffinity(uint32_t value) const {
+    return WriteRqAffinity(UblkQueueSysfsDir(dev_id_), value);
+  }
+  absl::StatusOr<uint32_t> RqAffinity() const { return ReadRqAffinity(UblkQueueSysfsDir(dev_id_)); }
+  // Whether the kernel completes requests where rq_affinity says (SUPPORT_RQ_AFFINITY).
+  bool rq_affinity_redirected() const {
+    return RqAffinityRedirected(kernel_features_, device_flags_);
+  }
+
   uint64_t kernel_features() const { return kernel_features_; }
   uint64_t device_flags() const { return device_flags_; }  // what ADD_DEV asked for
   const DeviceConfig& config() const { return config_; }
   size_t queue_count() const { return queues_.size(); }
-  const cpu_set_t& queue_cpus(size_t queue) const { return queues_[queue]->cpus(); }
+  const cpu_set_t& queue_hctx_cpus(size_t queue) const { return queues_[queue]->hctx_cpus(); }
+  const cpu_set_t& queue_thread_cpus(size_t queue) const { return queues_[queue]->thread_cpus(); }
   const IoCounters& queue_counters(size_t queue) const { return queues_[queue]->counters(); }
 
  private:

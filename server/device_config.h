@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "server/backend_config.h"
+#include "server/queue_placement.h"
 
 namespace blk::server {
 
@@ -16,6 +17,7 @@ struct DeviceConfig {
   // I/O fails at once while no server runs (UBLK_F_USER_RECOVERY_FAIL_IO) instead of waiting for
   // the next one.
   bool fail_fast = false;
+  QueuePlacement placement;
   BackendConfig backend;
 };
 

@@ -44,7 +44,7 @@ absl::Status ValidateDeviceConfig(const DeviceConfig& config) {
 uint64_t ChooseDeviceFlags(uint64_t kernel_features, const DeviceConfig& config) {
   // Copy mode with one thread per queue needs no optional feature. The ioctl encoding is asked
   // for whenever offered: newer kernels may be built without the legacy opcodes.
-  uint64_t flags = kernel_features & abi::kFCmdIoctlEncode;
+  uint64_t flags = kernel_features & (abi::kFCmdIoctlEncode | abi::kFSupportRqAffinity);
   if ((kernel_features & abi::kFUserRecovery) == 0) return flags;
   // The kernel accepts RECOVERY alone, or with exactly one of REISSUE and FAIL_IO.
   if (config.fail_fast) {
@@ -56,6 +56,10 @@ uint64_t ChooseDeviceFlags(uint64_t kernel_features, const DeviceConfig& config)
   flags |= abi::kFUserRecovery;
   if (kernel_features & abi::kFUserRecoveryReissue) flags |= abi::kFUserRecoveryReissue;
   return flags;
+}
+
+bool RqAffinityRedirected(uint64_t kernel_features, uint64_t device_flags) {
+  return (kernel_features & device_flags & abi::kFSupportRqAffinity) != 0;
 }
 
 abi::CtrlDevInfo BuildDevInfo(const DeviceConfig& config, uint64_t flags, uint32_t dev_id) {

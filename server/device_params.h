@@ -16,8 +16,13 @@ absl::Status ValidateDeviceConfig(const DeviceConfig& config);
 // The one place that decides the UBLK_F_* flags of ADD_DEV from what the kernel offers and what the
 // device wants. User recovery is asked for whenever offered, so a restarted or killed agent never
 // fails an I/O: the device waits for the next agent (REISSUE: requests the old one had taken are
-// issued again), or with config.fail_fast fails I/O while no agent serves it.
+// issued again), or with config.fail_fast fails I/O while no agent serves it. SUPPORT_RQ_AFFINITY
+// is asked for whenever offered, so the device's rq_affinity acts as on other block devices.
 uint64_t ChooseDeviceFlags(uint64_t kernel_features, const DeviceConfig& config);
+
+// Whether the kernel completes the device's requests where rq_affinity says rather than on the
+// server thread's CPU: only when the kernel offers SUPPORT_RQ_AFFINITY and the device has it.
+bool RqAffinityRedirected(uint64_t kernel_features, uint64_t device_flags);
 
 // ADD_DEV with this id lets the kernel pick one.
 inline constexpr uint32_t kAnyDeviceId = 0xffffffffu;

@@ -1,6 +1,7 @@
 #include "server/queue.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -8,6 +9,7 @@
 
 #include <bit>
 #include <cerrno>
+#include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "server/uring_cmd.h"
@@ -102,8 +104,12 @@ void Queue::Run(std::promise<absl::Status>* started) {
 }
 
 absl::Status Queue::Prepare() {
-  if (CPU_COUNT(&setup_.cpus) > 0 &&
-      ::sched_setaffinity(0, sizeof(setup_.cpus), &setup_.cpus) == 0) {
+  // Operators and tests find the thread by this name (at most 15 characters).
+  char name[16];
+  std::snprintf(name, sizeof(name), "blkq%u-%u", setup_.device_id, unsigned{setup_.queue_id});
+  ::pthread_setname_np(::pthread_self(), name);
+  if (CPU_COUNT(&setup_.thread_cpus) > 0 &&
+      ::sched_setaffinity(0, sizeof(setup_.thread_cpus), &setup_.thread_cpus) == 0) {
     pinned_.store(true, std::memory_order_relaxed);
   }
 

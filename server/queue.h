@@ -21,18 +21,20 @@
 namespace blk::server {
 
 struct QueueSetup {
+  uint32_t device_id = 0;  // N of /dev/ublkcN, for the thread's name
   uint16_t queue_id = 0;
   uint16_t depth = 0;
   uint32_t max_io_bytes = 0;
   int char_fd = -1;             // /dev/ublkcN, owned by the device
   bool ioctl_encoding = false;  // UBLK_U_IO_* opcodes instead of the legacy ones
-  cpu_set_t cpus{};             // the queue's hctx CPU set; empty: no pinning
+  cpu_set_t hctx_cpus{};        // the CPUs whose I/O the kernel sends to this queue
+  cpu_set_t thread_cpus{};      // where the thread runs (see QueuePlacement); empty: no pinning
   std::unique_ptr<Backend> backend;
 };
 
-// One ublk queue: a thread pinned to the queue's CPUs, owning one io_uring that carries both the
-// ublk I/O commands and the backend's I/O. The loop: fetch, hand to the backend, commit the result
-// (which fetches the tag's next request).
+// One ublk queue: a thread named "blkq<device>-<queue>" and pinned to its CPUs, owning one io_uring
+// that carries both the ublk I/O commands and the backend's I/O. The loop: fetch, hand to the
+// backend, commit the result (which fetches the tag's next request).
 class Queue {
  public:
   // Starts the thread and returns once it has a FETCH_REQ pending for every tag (START_DEV waits
@@ -49,7 +51,8 @@ class Queue {
   void Join();
 
   uint16_t id() const { return setup_.queue_id; }
-  const cpu_set_t& cpus() const { return setup_.cpus; }
+  const cpu_set_t& hctx_cpus() const { return setup_.hctx_cpus; }
+  const cpu_set_t& thread_cpus() const { return setup_.thread_cpus; }
   bool pinned() const { return pinned_.load(std::memory_order_relaxed); }
   const IoCounters& counters() const { return counters_; }
   // Why the loop ended early, if it did (valid after Join).

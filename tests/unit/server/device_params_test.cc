@@ -54,6 +54,33 @@ TEST(ChooseDeviceFlags, NeverAsksForWhatTheKernelDoesNotOffer) {
   EXPECT_EQ(ChooseDeviceFlags(offered, TypicalConfig()) & ~offered, 0u);
 }
 
+TEST(ChooseDeviceFlags, AsksForRqAffinitySupportWhenTheKernelAdvertisesIt) {
+  const uint64_t offered = 0x1fffff | abi::kFSupportRqAffinity;  // a kernel with the proposal
+  EXPECT_NE(ChooseDeviceFlags(offered, TypicalConfig()) & abi::kFSupportRqAffinity, 0u);
+  DeviceConfig fail_fast = TypicalConfig();
+  fail_fast.fail_fast = true;
+  EXPECT_NE(ChooseDeviceFlags(offered, fail_fast) & abi::kFSupportRqAffinity, 0u);
+  EXPECT_NE(ChooseDeviceFlags(abi::kFSupportRqAffinity, TypicalConfig()) & abi::kFSupportRqAffinity,
+            0u);
+}
+
+TEST(ChooseDeviceFlags, DoesNotAskForRqAffinitySupportOnTheTestKernels) {
+  for (uint64_t offered : {uint64_t{0x1fe}, uint64_t{0x1fffff}, uint64_t{0}}) {  // 6.12, 7.3, <6.5
+    EXPECT_EQ(ChooseDeviceFlags(offered, TypicalConfig()) & abi::kFSupportRqAffinity, 0u)
+        << "offered 0x" << std::hex << offered;
+  }
+}
+
+TEST(RqAffinityRedirected, OnlyWhenTheKernelOffersItAndTheDeviceHasIt) {
+  const uint64_t with = 0x1fffff | abi::kFSupportRqAffinity;
+  EXPECT_TRUE(RqAffinityRedirected(with, ChooseDeviceFlags(with, TypicalConfig())));
+  EXPECT_FALSE(RqAffinityRedirected(0x1fffff, ChooseDeviceFlags(0x1fffff, TypicalConfig())));
+  EXPECT_FALSE(RqAffinityRedirected(0x1fe, ChooseDeviceFlags(0x1fe, TypicalConfig())));
+  // Offered but not granted (a device created by an older agent), or the reverse.
+  EXPECT_FALSE(RqAffinityRedirected(with, abi::kFUserRecovery));
+  EXPECT_FALSE(RqAffinityRedirected(0x1fffff, abi::kFSupportRqAffinity));
+}
+
 TEST(BuildDevInfo, LetsTheKernelPickTheIdAndCarriesTheGeometry) {
   abi::CtrlDevInfo info = BuildDevInfo(TypicalConfig(), abi::kFCmdIoctlEncode);
   EXPECT_EQ(info.dev_id, 0xffffffffu);

@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cerrno>
-
 #include <cstddef>
 
 #if __has_include(<linux/ublk_cmd.h>)
@@ -63,6 +63,12 @@ TEST(UblkAbi, FeatureBitsOfTheKernelsWeTestAreAllNamed) {
   EXPECT_EQ(kFSafeStopDev, 1u << 17);
   EXPECT_EQ(kFAutoBufReg, 1u << 11);
   EXPECT_EQ(kFBatchIo, 1u << 15);
+}
+
+TEST(UblkAbi, ProposedRqAffinityFlagIsNoReleasedFeatureBit) {
+  // Neither test kernel may seem to offer it: 7.3 sets every released bit.
+  EXPECT_EQ(kFSupportRqAffinity & 0x1fffffu, 0u);
+  EXPECT_EQ(std::popcount(kFSupportRqAffinity), 1);
 }
 
 #ifdef BLK_HAVE_SYSTEM_UBLK_HEADER
@@ -130,6 +136,9 @@ TEST(UblkAbi, AgreesWithTheSystemHeader) {
   EXPECT_EQ(kFNeedGetData, UBLK_F_NEED_GET_DATA);
   EXPECT_EQ(kFUserRecovery, UBLK_F_USER_RECOVERY);
   EXPECT_EQ(kFUserRecoveryReissue, UBLK_F_USER_RECOVERY_REISSUE);
+#ifdef UBLK_F_SUPPORT_RQ_AFFINITY
+  EXPECT_EQ(kFSupportRqAffinity, UBLK_F_SUPPORT_RQ_AFFINITY);
+#endif
   EXPECT_EQ(kDevStateDead, UBLK_S_DEV_DEAD);
   EXPECT_EQ(kDevStateLive, UBLK_S_DEV_LIVE);
   EXPECT_EQ(kDevStateQuiesced, UBLK_S_DEV_QUIESCED);

@@ -15,6 +15,8 @@
 
 #include <filesystem>
 
+#include "agent/completion_locality_metrics.h"
+#include "agent/completion_locality_probe.h"
 #include "agent/metrics_collector.h"
 #include "agent/node_info.h"
 #include "agent/state_dir_lock.h"
@@ -32,6 +34,8 @@ struct Options {
   int grpc_threads = 4;
   std::string on_exit = "leave";
   std::string metrics_address = "0.0.0.0:9477";
+  std::string bpf_locality = "on";
+  std::vector<std::string> watch_block_devices;
 };
 
 // Removes a socket left by an agent that died; only ever called with the
@@ -93,6 +97,22 @@ std::unique_ptr<prometheus::Exposer> StartMetrics(
   return exposer;
 }
 
+// The BPF completion-locality probe, or an unavailable one saying why.
+std::unique_ptr<blk::agent::CompletionLocalityProbe> StartCompletionLocality(
+    const Options& options) {
+  using blk::agent::CompletionLocalityProbe;
+  if (options.bpf_locality == "off") {
+    return CompletionLocalityProbe::Unavailable("disabled by --bpf-locality off");
+  }
+  std::unique_ptr<CompletionLocalityProbe> probe = CompletionLocalityProbe::Start();
+  if (probe->available()) {
+    spdlog::info("completion locality: {}", probe->message());
+  } else {
+    spdlog::warn("completion locality unavailable, running without it: {}", probe->message());
+  }
+  return probe;
+}
+
 int WaitForTerminationSignal(const sigset_t& signals) {
   int signal = 0;
   while (sigwait(&signals, &signal) != 0) {
@@ -122,6 +142,18 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-address", options.metrics_address,
                  "HOST:PORT for Prometheus' /metrics (port 0: any free port), or off")
       ->capture_default_str();
+  app.add_option("--bpf-locality", options.bpf_locality,
+                 "count where the block layer completes each request relative to its "
+                 "submitting CPU, with a BPF program (blk_block_completions_total)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--watch-block-devices", options.watch_block_devices,
+                 "other block devices to count completions of (e.g. nullb0,nvme0n1)")
+      ->delimiter(',')
+      ->check([](const std::string& device) -> std::string {
+        absl::StatusOr<std::string> name = blk::agent::BlockDeviceName(device);
+        return name.ok() ? "" : std::string(name.status().message());
+      });
   app.set_version_flag("--version", blk::agent::kAgentVersion);
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(options.log_level));
@@ -154,8 +186,18 @@ int main(int argc, char** argv) {
   for (const std::string& problem : volumes.Restore()) spdlog::warn("restore: {}", problem);
   volumes.StartRetrying();
 
-  auto collector =
-      std::make_shared<blk::agent::MetricsCollector>(volumes, blk::agent::ReadNodeInfo());
+  std::unique_ptr<blk::agent::CompletionLocalityProbe> locality_probe =
+      StartCompletionLocality(options);
+  const blk::agent::BpfLocalityStatus bpf_locality{locality_probe->available(),
+                                                   locality_probe->message()};
+  std::vector<std::string> watched_devices;
+  for (const std::string& device : options.watch_block_devices) {
+    watched_devices.push_back(*blk::agent::BlockDeviceName(device));
+  }
+  const blk::agent::CompletionLocalityMetrics locality_metrics(*locality_probe,
+                                                               std::move(watched_devices));
+  auto collector = std::make_shared<blk::agent::MetricsCollector>(
+      volumes, blk::agent::ReadNodeInfo(bpf_locality), &locality_metrics);
   std::unique_ptr<prometheus::Exposer> metrics;
   if (options.metrics_address != "off") {
     metrics = StartMetrics(options.metrics_address, collector);
@@ -165,7 +207,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  blk::agent::VolumeService service(volumes);
+  blk::agent::VolumeService service(volumes, bpf_locality);
   std::unique_ptr<grpc::Server> server = StartGrpc(options, service);
   if (!server) {
     spdlog::critical("cannot listen on unix:{}", options.socket);

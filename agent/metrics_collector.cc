@@ -69,6 +69,12 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
             1);
   families.push_back(std::move(node));
 
+  MetricFamily bpf =
+      Family("blk_node_bpf_locality_available",
+             "1 when the BPF probe behind blk_block_completions_total runs.", MetricType::Gauge);
+  AddSample(bpf, {}, node_.bpf_locality_available() ? 1 : 0);
+  families.push_back(std::move(bpf));
+
   const std::vector<v1::Volume> volumes = volumes_.List();
   // Every state has a series, also at 0, so rate() and alerts see no gaps.
   std::map<std::string, int> by_state;
@@ -123,6 +129,8 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
              MetricType::Gauge);
   AddSample(unknown, {}, static_cast<double>(volumes_.UnknownKernelDevices().size()));
   families.push_back(std::move(unknown));
+
+  if (completion_locality_ != nullptr) families.push_back(completion_locality_->Collect(volumes));
   return families;
 }
 

@@ -2,6 +2,7 @@
 
 #include <prometheus/collectable.h>
 
+#include "agent/completion_locality_metrics.h"
 #include "agent/volume_table.h"
 #include "blk/v1/volume.pb.h"
 
@@ -11,13 +12,16 @@ namespace blk::agent {
 // table and the node, so nothing is counted on the I/O path.
 class MetricsCollector final : public prometheus::Collectable {
  public:
-  MetricsCollector(const VolumeTable& volumes, v1::GetNodeInfoResponse node)
-      : volumes_(volumes), node_(std::move(node)) {}
+  // `completion_locality` may be null (then blk_block_completions_total is not exported).
+  MetricsCollector(const VolumeTable& volumes, v1::GetNodeInfoResponse node,
+                   const CompletionLocalityMetrics* completion_locality = nullptr)
+      : volumes_(volumes), node_(std::move(node)), completion_locality_(completion_locality) {}
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
   const VolumeTable& volumes_;
   const v1::GetNodeInfoResponse node_;
+  const CompletionLocalityMetrics* const completion_locality_;
 };
 
 }  // namespace blk::agent

@@ -8,7 +8,7 @@
 
 namespace blk::agent {
 
-v1::GetNodeInfoResponse ReadNodeInfo() {
+v1::GetNodeInfoResponse ReadNodeInfo(const BpfLocalityStatus& bpf_locality) {
   v1::GetNodeInfoResponse info;
   struct utsname name {};
   if (::uname(&name) == 0) info.set_kernel_release(name.release);
@@ -20,6 +20,8 @@ v1::GetNodeInfoResponse ReadNodeInfo() {
   }
   info.set_cpu_count(static_cast<uint32_t>(::sysconf(_SC_NPROCESSORS_ONLN)));
   info.set_agent_version(kAgentVersion);
+  info.set_bpf_locality_available(bpf_locality.available);
+  info.set_bpf_locality_message(bpf_locality.message);
   return info;
 }
 

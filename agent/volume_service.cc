@@ -48,7 +48,7 @@ grpc::Status VolumeService::ListVolumes(grpc::ServerContext*, const v1::ListVolu
 
 grpc::Status VolumeService::GetNodeInfo(grpc::ServerContext*, const v1::GetNodeInfoRequest*,
                                         v1::GetNodeInfoResponse* response) {
-  *response = ReadNodeInfo();
+  *response = ReadNodeInfo(bpf_locality_);
   return grpc::Status::OK;
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "agent/node_info.h"
 #include "agent/volume_table.h"
 #include "blk/v1/volume.grpc.pb.h"
 
@@ -9,7 +10,8 @@ namespace blk::agent {
 // grpc::Status, and nothing else.
 class VolumeService final : public v1::VolumeService::Service {
  public:
-  explicit VolumeService(VolumeTable& volumes) : volumes_(volumes) {}
+  VolumeService(VolumeTable& volumes, BpfLocalityStatus bpf_locality)
+      : volumes_(volumes), bpf_locality_(std::move(bpf_locality)) {}
 
   grpc::Status CreateVolume(grpc::ServerContext* context, const v1::CreateVolumeRequest* request,
                             v1::CreateVolumeResponse* response) override;
@@ -24,6 +26,7 @@ class VolumeService final : public v1::VolumeService::Service {
 
  private:
   VolumeTable& volumes_;
+  const BpfLocalityStatus bpf_locality_;
 };
 
 grpc::Status ToGrpcStatus(const absl::Status& status);

@@ -112,6 +112,9 @@ std::string RenderNodeInfo(const blk::v1::GetNodeInfoResponse& info) {
       {"ublk features", features},
       {"cpus", absl::StrCat(info.cpu_count())},
       {"agent version", OrDash(info.agent_version())},
+      {"bpf locality", info.bpf_locality_available()
+                           ? absl::StrCat("available (", info.bpf_locality_message(), ")")
+                           : absl::StrCat("not available: ", OrDash(info.bpf_locality_message()))},
   });
 }
 

@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config clang-format clang libclang-rt-14-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   liburing-dev libspdlog-dev prometheus-cpp-dev libcli11-dev libgtest-dev libgmock-dev
+  libbpf-dev bpftool
   # tests, demo, VM test bed
   fio curl nbdkit nbd-client nbd-server qemu-utils jq kmod xz-utils busybox-static qemu-system-x86 iproute2 procps
   # deploy/ tests: promtool, the dashboard and manifest checkers

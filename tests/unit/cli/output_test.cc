@@ -129,12 +129,22 @@ TEST(RenderNodeInfo, JoinsFeatureNamesWithCommas) {
   info.add_ublk_feature_names("USER_RECOVERY");
   info.set_cpu_count(2);
   info.set_agent_version("0.1.0");
+  info.set_bpf_locality_available(true);
+  info.set_bpf_locality_message("counting");
   EXPECT_EQ(RenderNodeInfo(info),
             "kernel:         6.12.12-amd64\n"
             "ublk:           available\n"
             "ublk features:  0x1fe (COMP_IN_TASK, NEED_GET_DATA, USER_RECOVERY)\n"
             "cpus:           2\n"
-            "agent version:  0.1.0\n");
+            "agent version:  0.1.0\n"
+            "bpf locality:   available (counting)\n");
+}
+
+TEST(RenderNodeInfo, SaysWhyBpfLocalityIsMissing) {
+  blk::v1::GetNodeInfoResponse info;
+  info.set_bpf_locality_message("disabled by --bpf-locality off");
+  EXPECT_THAT(RenderNodeInfo(info),
+              HasSubstr("bpf locality:   not available: disabled by --bpf-locality off\n"));
 }
 
 TEST(RenderNodeInfo, SaysWhenUblkIsMissing) {

@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <filesystem>
 
 #include "agent/completion_locality_metrics.h"
@@ -104,9 +105,12 @@ std::unique_ptr<blk::agent::CompletionLocalityProbe> StartCompletionLocality(
   if (options.bpf_locality == "off") {
     return CompletionLocalityProbe::Unavailable("disabled by --bpf-locality off");
   }
+  const auto start = std::chrono::steady_clock::now();
   std::unique_ptr<CompletionLocalityProbe> probe = CompletionLocalityProbe::Start();
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - start);
   if (probe->available()) {
-    spdlog::info("completion locality: {}", probe->message());
+    spdlog::info("completion locality: {} (loaded in {} ms)", probe->message(), took.count());
   } else {
     spdlog::warn("completion locality unavailable, running without it: {}", probe->message());
   }

@@ -235,12 +235,22 @@ absl::Status Device::StartQueues(uint32_t max_io_bytes) {
 
 Device::~Device() { Stop(/*force=*/true).IgnoreError(); }
 
+void Device::EndQueues() {
+  // Queue 0 ends last: its backend may serve the other queues' I/O (an NBD connection they share),
+  // so it keeps running until they got every answer and ended.
+  for (size_t q = 1; q < queues_.size(); ++q) queues_[q]->RequestStop();
+  for (size_t q = 1; q < queues_.size(); ++q) queues_[q]->Join();
+  if (!queues_.empty()) {
+    queues_[0]->RequestStop();
+    queues_[0]->Join();
+  }
+  queues_.clear();
+}
+
 void Device::Detach() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (released_) return;
-  for (auto& queue : queues_) queue->RequestStop();
-  for (auto& queue : queues_) queue->Join();
-  queues_.clear();
+  EndQueues();
   char_fd_.Reset();
   started_ = false;
   released_ = true;
@@ -282,9 +292,7 @@ absl::Status Device::Stop(bool force) {
 absl::Status Device::TearDown(bool wait_for_delete) {
   // After STOP_DEV no request is outstanding; the kernel aborts the fetches, and the stop signal
   // covers kernels (and failed starts) where it does not.
-  for (auto& queue : queues_) queue->RequestStop();
-  for (auto& queue : queues_) queue->Join();
-  queues_.clear();
+  EndQueues();
   // The waiting DEL_DEV returns only once every reference is gone, our /dev/ublkcN included.
   char_fd_.Reset();
   absl::Status deleted = control_->DelDev(dev_id_, wait_for_delete);

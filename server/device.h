@@ -83,6 +83,8 @@ class Device {
   // Opens /dev/ublkcN and starts one thread per queue, each with a FETCH pending for every tag.
   absl::Status StartQueues(uint32_t max_io_bytes);
   absl::Status RefuseIfOpen();
+  // Asks every queue thread to end and waits for them, queue 0 last.
+  void EndQueues();
   // Ends the queue threads, closes /dev/ublkcN and deletes the kernel device; waits for the
   // deletion to finish only when nobody can still hold the device open.
   absl::Status TearDown(bool wait_for_delete);

@@ -15,16 +15,25 @@ constexpr size_t kRecvBufferBytes = 256 * 1024;
 constexpr size_t kMaxZeroBuffer = 1024 * 1024;
 constexpr uint32_t kFinishExtra = 1;
 
+size_t SlotCount(const NbdBackendOptions& options) {
+  return options.shared ? size_t{options.shared->queues} * options.queue_depth
+                        : options.queue_depth;
+}
+
 }  // namespace
+
+uint64_t NbdBackend::ForwardedRequestUserData(uint32_t slot) {
+  return EncodeUserData(CqeKind::kBackend, kConnectionTag, kForwarded | (slot << 8));
+}
 
 NbdBackend::NbdBackend(NbdConnection connection, NbdBackendOptions options,
                        std::unique_ptr<NbdReconnector> reconnector, std::shared_ptr<NbdStats> stats)
     : options_(options),
       reconnector_(std::move(reconnector)),
       stats_(std::move(stats)),
-      tags_(options.queue_depth),
-      send_queue_(options.queue_depth),
-      iov_(std::min<size_t>(2u * options.queue_depth, IOV_MAX)),
+      tags_(SlotCount(options)),
+      send_queue_(SlotCount(options)),
+      iov_(std::min<size_t>(2 * SlotCount(options), IOV_MAX)),
       recv_buffer_(kRecvBufferBytes) {
   UseConnection(std::move(connection));
   zeroes_.assign(std::min<size_t>(max_chunk_, kMaxZeroBuffer), 0);
@@ -53,12 +62,41 @@ uint64_t NbdBackend::ConnectionUserData(Event event, uint32_t extra) const {
 
 absl::Status NbdBackend::Attach(Ring& ring, int /*first_file*/) {
   ring_ = &ring;
+  if (options_.shared) {
+    options_.shared->ring_fds[0].store(ring.get()->ring_fd, std::memory_order_release);
+  }
   ArmRecv();
   return absl::OkStatus();
 }
 
 int32_t NbdBackend::Submit(uint16_t tag, const BlockIo& io) {
-  if (tag >= tags_.size()) return -EINVAL;
+  if (tag >= options_.queue_depth) return -EINVAL;
+  return Start(tag, io);
+}
+
+void NbdBackend::OnForwarded(uint32_t slot) {
+  if (!options_.shared || slot < options_.queue_depth || slot >= tags_.size()) return;
+  const int32_t result = Start(slot, options_.shared->requests[slot]);
+  if (result != kInFlight) {
+    tags_[slot].result = result;
+    Reply(slot);
+  }
+}
+
+void NbdBackend::Reply(uint32_t slot) {
+  const NbdSharedConnection& shared = *options_.shared;
+  const uint16_t queue = static_cast<uint16_t>(slot / shared.depth);
+  const uint16_t tag = static_cast<uint16_t>(slot % shared.depth);
+  tags_[slot].phase = Phase::kIdle;
+  io_uring_sqe* sqe = ring_->GetSqe();
+  io_uring_prep_msg_ring(sqe, shared.ring_fds[queue].load(std::memory_order_acquire),
+                         static_cast<uint32_t>(tags_[slot].result),
+                         EncodeUserData(CqeKind::kBackend, tag, kForwardedResultExtra), 0);
+  sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+  sqe->user_data = ConnectionUserData(kReplyFailed, slot);
+}
+
+int32_t NbdBackend::Start(uint32_t slot, const BlockIo& io) {
   const bool fua = io.flags & abi::kIoFFua;
   switch (io.op) {
     case abi::kIoOpRead:
@@ -78,7 +116,7 @@ int32_t NbdBackend::Submit(uint16_t tag, const BlockIo& io) {
       return -EOPNOTSUPP;
   }
   if (failing_) return -EIO;
-  TagState& s = tags_[tag];
+  TagState& s = tags_[slot];
   s.io = io;
   s.started = false;
   s.done = 0;
@@ -86,14 +124,14 @@ int32_t NbdBackend::Submit(uint16_t tag, const BlockIo& io) {
   s.zero_fill = io.op == abi::kIoOpWriteZeroes && !info_.can_write_zeroes();
   s.flush_after = fua && !info_.can_fua() && info_.can_flush() &&
                   (io.op == abi::kIoOpWrite || io.op == abi::kIoOpWriteZeroes);
-  NextRequest(tag);
-  Enqueue(tag);
+  NextRequest(slot);
+  Enqueue(slot);
   Kick();
   return kInFlight;
 }
 
-bool NbdBackend::NextRequest(uint16_t tag) {
-  TagState& s = tags_[tag];
+bool NbdBackend::NextRequest(uint32_t slot) {
+  TagState& s = tags_[slot];
   const BlockIo& io = s.io;
   const uint32_t remaining = io.length - s.done;
   uint64_t offset = io.offset + s.done;
@@ -144,9 +182,9 @@ bool NbdBackend::NextRequest(uint16_t tag) {
 }
 
 void NbdBackend::EncodeHeader(TagState& s, uint64_t offset) {
-  const uint16_t tag = static_cast<uint16_t>(&s - tags_.data());
+  const uint32_t slot = static_cast<uint32_t>(&s - tags_.data());
   ++s.seq;
-  s.cookie = (uint64_t{s.seq} << 16) | tag;
+  s.cookie = (uint64_t{s.seq} << 32) | slot;
   s.target = nbd::ReplyTarget{};
   s.target.command = s.command;
   s.target.offset = offset;
@@ -155,15 +193,20 @@ void NbdBackend::EncodeHeader(TagState& s, uint64_t offset) {
   nbd::EncodeRequest(s.header, s.command_flags, s.command, s.cookie, offset, s.chunk);
 }
 
-void NbdBackend::Enqueue(uint16_t tag) {
-  tags_[tag].phase = Phase::kQueued;
-  send_queue_[(send_head_ + send_count_) % send_queue_.size()] = tag;
+void NbdBackend::Enqueue(uint32_t slot) {
+  tags_[slot].phase = Phase::kQueued;
+  send_queue_[(send_head_ + send_count_) % send_queue_.size()] = slot;
   ++send_count_;
 }
 
-void NbdBackend::Finish(uint16_t tag, int32_t result) {
-  TagState& s = tags_[tag];
+void NbdBackend::Finish(uint32_t slot, int32_t result) {
+  TagState& s = tags_[slot];
   s.result = result;
+  if (slot >= options_.queue_depth) {
+    Reply(slot);
+    return;
+  }
+  const uint16_t tag = static_cast<uint16_t>(slot);
   s.phase = Phase::kFinishing;
   io_uring_sqe* sqe = ring_->GetSqe();
   io_uring_prep_nop(sqe);
@@ -174,10 +217,10 @@ void NbdBackend::Kick() {
   if (state_ != ConnState::kConnected || send_in_flight_ || send_count_ == 0) return;
   size_t n = 0;
   while (send_count_ > 0 && n + 2 <= iov_.size()) {
-    const uint16_t tag = send_queue_[send_head_];
+    const uint32_t slot = send_queue_[send_head_];
     send_head_ = (send_head_ + 1) % send_queue_.size();
     --send_count_;
-    TagState& s = tags_[tag];
+    TagState& s = tags_[slot];
     if (s.phase != Phase::kQueued) continue;
     iov_[n++] = {s.header, sizeof(s.header)};
     if (s.command == nbd::kCmdWrite && s.chunk > 0) {
@@ -223,7 +266,7 @@ void NbdBackend::ArmTimer() {
 
 int32_t NbdBackend::OnCompletion(uint16_t tag, const io_uring_cqe& cqe) {
   if (tag != kConnectionTag) {
-    if (tag >= tags_.size() || tags_[tag].phase != Phase::kFinishing) return kInFlight;
+    if (tag >= options_.queue_depth || tags_[tag].phase != Phase::kFinishing) return kInFlight;
     tags_[tag].phase = Phase::kIdle;
     return tags_[tag].result;
   }
@@ -241,6 +284,14 @@ int32_t NbdBackend::OnCompletion(uint16_t tag, const io_uring_cqe& cqe) {
       break;
     case kTimer:
       OnTimer(extra >> 8);
+      break;
+    case kForwarded:
+      OnForwarded(extra >> 8);
+      break;
+    case kReplyFailed:
+      // The forwarding queue is alive (it waits for this result): only a transient failure to
+      // post the CQE can get here, so post it again.
+      if (cqe.res == -EOVERFLOW || cqe.res == -EAGAIN || cqe.res == -ENOMEM) Reply(extra >> 8);
       break;
   }
   return kInFlight;
@@ -305,28 +356,28 @@ void NbdBackend::OnSend(int32_t res) {
 }
 
 nbd::ReplyTarget* NbdBackend::Find(uint64_t cookie) {
-  const uint16_t tag = static_cast<uint16_t>(cookie);
-  if (tag >= tags_.size()) return nullptr;
-  TagState& s = tags_[tag];
+  const uint32_t slot = static_cast<uint32_t>(cookie);
+  if (slot >= tags_.size()) return nullptr;
+  TagState& s = tags_[slot];
   if (s.phase != Phase::kSent || s.cookie != cookie) return nullptr;
   return &s.target;
 }
 
 void NbdBackend::Complete(uint64_t cookie) {
-  const uint16_t tag = static_cast<uint16_t>(cookie);
-  TagState& s = tags_[tag];
+  const uint32_t slot = static_cast<uint32_t>(cookie);
+  TagState& s = tags_[slot];
   if (s.target.nbd_error != 0) {
     stats_->server_errors.fetch_add(1, std::memory_order_relaxed);
-    Finish(tag, -nbd::ErrnoOfNbdError(s.target.nbd_error));
+    Finish(slot, -nbd::ErrnoOfNbdError(s.target.nbd_error));
     return;
   }
   if (!s.flushing) s.done += s.chunk;
-  if (NextRequest(tag)) {
-    Enqueue(tag);
+  if (NextRequest(slot)) {
+    Enqueue(slot);
     return;
   }
   const bool transfers = s.io.op != abi::kIoOpFlush;
-  Finish(tag, transfers ? static_cast<int32_t>(s.io.length) : 0);
+  Finish(slot, transfers ? static_cast<int32_t>(s.io.length) : 0);
 }
 
 void NbdBackend::Drop() {
@@ -369,11 +420,11 @@ void NbdBackend::OnReconnected() {
   // Resend everything that waited, as new requests on the new connection.
   send_head_ = 0;
   send_count_ = 0;
-  for (uint16_t tag = 0; tag < tags_.size(); ++tag) {
-    TagState& s = tags_[tag];
+  for (uint32_t slot = 0; slot < tags_.size(); ++slot) {
+    TagState& s = tags_[slot];
     if (s.phase != Phase::kQueued && s.phase != Phase::kSent) continue;
     EncodeHeader(s, s.target.offset);  // the same request under a new cookie
-    Enqueue(tag);
+    Enqueue(slot);
   }
   ArmRecv();
   Kick();
@@ -382,11 +433,11 @@ void NbdBackend::OnReconnected() {
 void NbdBackend::OnTimer(uint32_t outage) {
   if (state_ == ConnState::kConnected || outage != (outage_ & 0xFFFFFF)) return;
   failing_ = true;
-  for (uint16_t tag = 0; tag < tags_.size(); ++tag) {
-    TagState& s = tags_[tag];
+  for (uint32_t slot = 0; slot < tags_.size(); ++slot) {
+    TagState& s = tags_[slot];
     if (s.phase != Phase::kQueued && s.phase != Phase::kSent) continue;
     stats_->timeouts.fetch_add(1, std::memory_order_relaxed);
-    Finish(tag, -EIO);
+    Finish(slot, -EIO);
   }
   send_head_ = 0;
   send_count_ = 0;

@@ -1,10 +1,12 @@
-// Per-queue NBD client on the queue's own io_uring. Requests are pipelined up to the queue depth:
+// NBD client on a queue's own io_uring, for that queue, or for all the queues of the volume when
+// they share its connection (nbd_shared_connection.h). Requests are pipelined up to the depth:
 // each tag's NBD request (28-byte header, plus the payload for writes) goes into a batch sent with
 // one SENDMSG at a time (one send in flight keeps the byte stream ordered); one RECV at a time
 // fills a receive buffer that the incremental reply parser consumes, copying read data into the
 // tags' buffers. A finished tag is handed back to the queue by a NOP carrying its tag, since one
 // receive can finish many tags. Requests above the server's maximum payload are split and sent
-// one piece after the other.
+// one piece after the other. Requests other queues forward are tracked in slots after the queue's
+// own tags and answered on their queue's ring instead.
 //
 // Faults: a receive or send error, EOF or a malformed reply shuts the socket down; once both
 // operations came back, a NbdReconnector dials from its helper thread and the ring polls its
@@ -24,6 +26,7 @@
 #include "server/nbd_handshake.h"
 #include "server/nbd_protocol.h"
 #include "server/nbd_reconnector.h"
+#include "server/nbd_shared_connection.h"
 #include "server/nbd_stats.h"
 
 namespace blk::server {
@@ -33,6 +36,8 @@ struct NbdBackendOptions {
   uint64_t device_size = 0;  // a reconnected export must still be at least this large
   uint32_t io_timeout_ms = 30000;
   uint16_t queue_depth = 128;
+  // Set when the volume's queues share this backend's connection (it is queue 0's).
+  std::shared_ptr<NbdSharedConnection> shared;
 };
 
 class NbdBackend final : public Backend, private nbd::ReplyTargets {
@@ -47,11 +52,22 @@ class NbdBackend final : public Backend, private nbd::ReplyTargets {
 
   // Connection-level CQEs carry this tag (never a real one: ublk depths are at most 4096).
   static constexpr uint16_t kConnectionTag = 0xFFFF;
+  // The message a forwarding queue posts to this backend's ring for its request in `slot`.
+  static uint64_t ForwardedRequestUserData(uint32_t slot);
+  // The extra of the user_data this backend posts a forwarded request's result under.
+  static constexpr uint32_t kForwardedResultExtra = 2;
 
  private:
   enum class Phase : uint8_t { kIdle, kQueued, kSent, kFinishing };
   enum class ConnState : uint8_t { kConnected, kDraining, kReconnecting };
-  enum Event : uint8_t { kRecv = 1, kSend = 2, kReconnected = 3, kTimer = 4 };
+  enum Event : uint8_t {
+    kRecv = 1,
+    kSend = 2,
+    kReconnected = 3,
+    kTimer = 4,
+    kForwarded = 5,    // a request from another queue; extra: its slot
+    kReplyFailed = 6,  // the MSG_RING of a forwarded request's result; extra: its slot
+  };
 
   struct TagState {
     BlockIo io;
@@ -75,10 +91,13 @@ class NbdBackend final : public Backend, private nbd::ReplyTargets {
   nbd::ReplyTarget* Find(uint64_t cookie) override;
   void Complete(uint64_t cookie) override;
 
-  bool NextRequest(uint16_t tag);
+  int32_t Start(uint32_t slot, const BlockIo& io);
+  void OnForwarded(uint32_t slot);
+  void Reply(uint32_t slot);
+  bool NextRequest(uint32_t slot);
   void EncodeHeader(TagState& s, uint64_t offset);
-  void Enqueue(uint16_t tag);
-  void Finish(uint16_t tag, int32_t result);
+  void Enqueue(uint32_t slot);
+  void Finish(uint32_t slot, int32_t result);
   void Kick();
   void ArmRecv();
   void ArmReconnectPoll();
@@ -109,8 +128,9 @@ class NbdBackend final : public Backend, private nbd::ReplyTargets {
   bool poll_armed_ = false;
   bool failing_ = false;  // the outage outlasted io_timeout
 
+  // The queue's own tags, then (shared connection) Slot(queue, tag) of the forwarding queues.
   std::vector<TagState> tags_;
-  std::vector<uint16_t> send_queue_;  // ring buffer of tags waiting to be sent
+  std::vector<uint32_t> send_queue_;  // ring buffer of slots waiting to be sent
   size_t send_head_ = 0;
   size_t send_count_ = 0;
   std::vector<iovec> iov_;

@@ -1,6 +1,9 @@
 #include "server/nbd_storage.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "server/nbd_forwarding_backend.h"
 
 namespace blk::server {
 namespace {
@@ -31,10 +34,6 @@ absl::StatusOr<std::unique_ptr<NbdStorage>> NbdStorage::Open(const NbdBackendCon
         absl::StrCat("NBD export ", where, " needs blocks of at least ", info.min_block,
                      " bytes, above the volume's logical block size ", config.logical_block_size));
   }
-  if (config.queues > 1 && !info.can_multi_conn()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "NBD export ", where, " does not advertise multi-conn: a volume on it must use 1 queue"));
-  }
   std::unique_ptr<NbdStorage> storage(new NbdStorage());
   storage->address_ = *address;
   storage->info_ = info;
@@ -42,20 +41,30 @@ absl::StatusOr<std::unique_ptr<NbdStorage>> NbdStorage::Open(const NbdBackendCon
   storage->options_.device_size = config.size_bytes;
   storage->options_.io_timeout_ms = backend.io_timeout_ms;
   storage->first_ = std::move(*connection);
+  storage->queues_ = std::max<uint16_t>(config.queues, 1);
   if (backend.stats != nullptr) storage->stats_ = backend.stats;
   return storage;
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> NbdStorage::NewQueueBackend(uint16_t queue_depth) {
+  if (queues_made_ >= queues_) {
+    return absl::FailedPreconditionError(absl::StrCat("NBD volume on ", address_.ToString(),
+                                                      " was opened for ", queues_, " queues"));
+  }
+  const bool shared = queues_ > 1 && !info_.can_multi_conn();
+  if (shared && queues_made_ > 0) {
+    if (queue_depth != shared_->depth) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("NBD queue ", queues_made_, " has depth ", queue_depth,
+                       ", the connection it shares serves depth ", shared_->depth));
+    }
+    return std::make_unique<NbdForwardingBackend>(shared_, queues_made_++);
+  }
   NbdConnection connection;
   if (first_.has_value()) {
     connection = std::move(*first_);
     first_.reset();
   } else {
-    if (!info_.can_multi_conn()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "NBD export ", address_.ToString(), " does not advertise multi-conn: one queue only"));
-    }
     absl::StatusOr<NbdConnection> more = ConnectNbd(address_, kCreateTimeout);
     if (!more.ok()) return more.status();
     connection = std::move(*more);
@@ -64,6 +73,10 @@ absl::StatusOr<std::unique_ptr<Backend>> NbdStorage::NewQueueBackend(uint16_t qu
   if (!reconnector.ok()) return reconnector.status();
   NbdBackendOptions options = options_;
   options.queue_depth = queue_depth;
+  if (shared) {
+    shared_ = std::make_shared<NbdSharedConnection>(queues_, queue_depth);
+    options.shared = shared_;
+  }
   ++queues_made_;
   return std::make_unique<NbdBackend>(std::move(connection), options, std::move(*reconnector),
                                       stats_);

@@ -1,7 +1,6 @@
 // A device backed by a remote NBD export. One connection per queue when the server advertises
-// multi-conn. Without it the volume must use a single queue (one connection shared by several
-// queue threads would need a lock or a forwarding thread on the hot path; a volume on such a
-// server is refused with more than one queue instead).
+// multi-conn; without it, one connection that queue 0 drives for all queues (see
+// nbd_shared_connection.h). Queue backends are made in queue order, queue 0 first.
 #pragma once
 
 #include <memory>
@@ -11,6 +10,7 @@
 #include "server/backend.h"
 #include "server/nbd_backend.h"
 #include "server/nbd_handshake.h"
+#include "server/nbd_shared_connection.h"
 #include "server/nbd_uri.h"
 
 namespace blk::server {
@@ -33,7 +33,9 @@ class NbdStorage final : public Storage {
   nbd::ExportInfo info_;
   NbdBackendOptions options_;
   std::optional<NbdConnection> first_;  // made by Open, used by the first queue
-  int queues_made_ = 0;
+  uint16_t queues_ = 1;
+  uint16_t queues_made_ = 0;
+  std::shared_ptr<NbdSharedConnection> shared_;  // without multi-conn and with several queues
   std::shared_ptr<NbdStats> stats_ = std::make_shared<NbdStats>();
 };
 

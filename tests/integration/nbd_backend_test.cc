@@ -345,16 +345,6 @@ TEST_F(NbdBackendTest, EachQueueGetsItsOwnConnectionWithMultiConn) {
   EXPECT_EQ(other.Buffer(0)[8191], 0x3c);
 }
 
-TEST_F(NbdBackendTest, WithoutMultiConnAVolumeMustUseOneQueue) {
-  StartKit({"--filter=multi-conn", "memory", "64M", "multi-conn-mode=disable"});
-  absl::Status status = Open(kit_->uri(), 30000, kExportBytes, false, /*queues=*/2);
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("multi-conn"), absl::string_view::npos) << status;
-  ASSERT_TRUE(Open(kit_->uri()).ok());
-  EXPECT_FALSE(storage_->export_info().can_multi_conn());
-  EXPECT_FALSE(storage_->NewQueueBackend(kDepth).ok());
-}
-
 bool HaveProgram(const char* name) {
   const std::string command = std::string("command -v ") + name + " >/dev/null 2>&1";
   return std::system(command.c_str()) == 0;

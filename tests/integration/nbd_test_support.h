@@ -1,5 +1,6 @@
 // Helpers for the NBD backend's host tests: a real nbdkit process, a minimal stand-in for the
-// queue thread that drives a Backend through its own ring, and a fake server that lies.
+// queue thread that drives a Backend through its own ring (or several, each on its own thread), and
+// a fake server that lies.
 #pragma once
 
 #include <arpa/inet.h>
@@ -16,6 +17,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -230,6 +233,70 @@ class Driver {
   uint16_t depth_;
   std::vector<uint8_t> buffers_;
   absl::Status attach_status_;
+};
+
+// One queue of a test that drives several at once: a thread that makes and uses its own Driver
+// (a ring belongs to the thread that made it) and runs the work it is given. Between works it keeps
+// handing CQEs to its backend, so a queue serving the others' I/O (a shared connection) goes on
+// answering them.
+class QueueThread {
+ public:
+  using Work = std::function<std::string(Driver&)>;  // returns what went wrong, "" when nothing
+
+  // Returns once the backend attached to the new ring.
+  QueueThread(std::unique_ptr<Backend> backend, uint16_t depth) {
+    std::promise<absl::Status> attached;
+    std::future<absl::Status> attached_future = attached.get_future();
+    thread_ = std::thread(
+        [this, attached = std::move(attached), depth, b = std::move(backend)]() mutable {
+          Driver driver(std::move(b), depth);
+          attached.set_value(driver.attach_status());
+          if (driver.attach_status().ok()) Loop(driver);
+        });
+    attach_status_ = attached_future.get();
+  }
+  ~QueueThread() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    thread_.join();
+  }
+  const absl::Status& attach_status() const { return attach_status_; }
+
+  std::future<std::string> Post(Work work) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    work_ = std::move(work);
+    done_ = std::promise<std::string>();
+    return done_.get_future();
+  }
+
+ private:
+  void Loop(Driver& driver) {
+    for (;;) {
+      Work work;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (stopping_) return;
+        work = std::move(work_);
+        work_ = nullptr;
+      }
+      if (work) {
+        std::string problem = work(driver);
+        std::lock_guard<std::mutex> lock(mutex_);
+        done_.set_value(std::move(problem));
+      } else {
+        driver.Pump(std::chrono::milliseconds(20));
+      }
+    }
+  }
+
+  std::thread thread_;
+  absl::Status attach_status_;
+  std::mutex mutex_;
+  bool stopping_ = false;
+  Work work_;
+  std::promise<std::string> done_;
 };
 
 }  // namespace blk::server::testing_nbd

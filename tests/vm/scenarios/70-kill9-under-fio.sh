@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The agent killed with -9 five times while fio writes and verifies (crc32c) a
-# file volume and an NBD volume (nbdkit in the guest), with an idle null volume
+# file volume and a 2-queue NBD volume (nbdkit in the guest, without
+# multi-conn: the queues share one connection), with an idle null volume
 # beside them: every restart recovers the devices (user recovery), fio sees no
 # error, the data verifies, and the devices keep their numbers.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -9,14 +10,15 @@ NBDKIT_PID=""
 
 main() {
   command -v nbdkit >/dev/null || fail "nbdkit not found in the guest"
-  nbdkit -f -U "$WORK/nbd.sock" memory 64M >>"$LOG_DIR/nbdkit.log" 2>&1 &
+  nbdkit -f -U "$WORK/nbd.sock" --filter=multi-conn memory 64M multi-conn-mode=disable \
+    >>"$LOG_DIR/nbdkit.log" 2>&1 &
   NBDKIT_PID=$!
   on_exit kill "$NBDKIT_PID"
   wait_for "nbdkit on $WORK/nbd.sock" 30 test -S "$WORK/nbd.sock"
 
   start_agent --on-exit delete
   ctl create-volume crashy --size 64M --queues 2 --backend "file://$WORK/crashy.img"
-  ctl create-volume remote --size 32M --backend "nbd+unix:///?socket=$WORK/nbd.sock"
+  ctl create-volume remote --size 32M --queues 2 --backend "nbd+unix:///?socket=$WORK/nbd.sock"
   ctl create-volume idle --size 64M --backend null://
   local dev remote_dev idle_dev
   dev="$(volume_device crashy)"

@@ -144,7 +144,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"leave", "delete"}));
   app.add_option("--metrics-address", options.metrics_address,
-                 "HOST:PORT for Prometheus' /metrics (port 0: any free port), or off")
+                 "HOST:PORT for Prometheus' /metrics (port 0: any free port), or off (also "
+                 "turns off per-I/O statistics: no counting on the data path, no GetVolumeStats)")
       ->capture_default_str();
   app.add_option("--bpf-locality", options.bpf_locality,
                  "count where the block layer completes each request relative to its "
@@ -185,7 +186,9 @@ int main(int argc, char** argv) {
   }
   if (!PrepareSocketPath(options.socket)) return 1;
 
-  blk::agent::UblkProvisioner provisioner;
+  // Without /metrics nothing reads the per-I/O statistics but GetVolumeStats: "off" turns off
+  // their cost on the data path too (tests/bench measures it).
+  blk::agent::UblkProvisioner provisioner(/*io_stats=*/options.metrics_address != "off");
   blk::agent::VolumeTable volumes(std::move(*registry), provisioner);
   for (const std::string& problem : volumes.Restore()) spdlog::warn("restore: {}", problem);
   volumes.StartRetrying();

@@ -4,6 +4,7 @@
 #include <absl/strings/str_join.h>
 #include <prometheus/metric_family.h>
 
+#include <limits>
 #include <map>
 
 #include "agent/version.h"
@@ -33,6 +34,73 @@ void AddSample(MetricFamily& family, std::vector<ClientMetric::Label> labels, do
     metric.gauge.value = value;
   }
   family.metric.push_back(std::move(metric));
+}
+
+ClientMetric::Histogram LatencyHistogram(const v1::VolumeStats& stats, const v1::IoOpStats& op) {
+  ClientMetric::Histogram histogram;
+  uint64_t cumulative = 0;
+  for (int bucket = 0; bucket < op.latency_buckets_size(); ++bucket) {
+    cumulative += op.latency_buckets(bucket);
+    const double bound = bucket < stats.latency_bounds_seconds_size()
+                             ? stats.latency_bounds_seconds(bucket)
+                             : std::numeric_limits<double>::infinity();
+    histogram.bucket.push_back({cumulative, bound});
+  }
+  histogram.sample_count = cumulative;
+  histogram.sample_sum = op.latency_sum_seconds();
+  return histogram;
+}
+
+// The series of every volume's I/O statistics (see SnapshotVolumeStats).
+void AddIoStats(const std::vector<v1::VolumeStats>& all, std::vector<MetricFamily>& families) {
+  MetricFamily ios = Family("blk_volume_ios_total", "Completed I/O requests, failed ones included.",
+                            MetricType::Counter);
+  MetricFamily bytes = Family("blk_volume_bytes_total", "Bytes transferred by successful requests.",
+                              MetricType::Counter);
+  MetricFamily errors =
+      Family("blk_volume_errors_total", "Requests completed with an error.", MetricType::Counter);
+  MetricFamily latency =
+      Family("blk_volume_io_latency_seconds",
+             "Time from the agent receiving a request to completing it.", MetricType::Histogram);
+  MetricFamily inflight = Family("blk_volume_inflight_ios",
+                                 "Requests the backend is working on now.", MetricType::Gauge);
+  MetricFamily completions =
+      Family("blk_queue_completions_total",
+             "Completions by the queue thread on a CPU inside the queue's hctx CPU set (local) or "
+             "outside it (remote).",
+             MetricType::Counter);
+  MetricFamily cpus =
+      Family("blk_queue_cpus_info", "A queue's hctx CPU set and the CPUs its thread may run on.",
+             MetricType::Gauge);
+  for (const v1::VolumeStats& stats : all) {
+    const std::string& volume = stats.volume_id();
+    for (const v1::IoOpStats& op : stats.ops()) {
+      AddSample(ios, {{"volume", volume}, {"op", op.op()}}, static_cast<double>(op.ios()));
+      AddSample(bytes, {{"volume", volume}, {"op", op.op()}}, static_cast<double>(op.bytes()));
+      AddSample(errors, {{"volume", volume}, {"op", op.op()}}, static_cast<double>(op.errors()));
+      ClientMetric metric;
+      metric.label = {{"volume", volume}, {"op", op.op()}};
+      metric.histogram = LatencyHistogram(stats, op);
+      latency.metric.push_back(std::move(metric));
+    }
+    AddSample(inflight, {{"volume", volume}}, static_cast<double>(stats.inflight_ios()));
+    for (const v1::QueueStats& queue : stats.queues()) {
+      const std::string id = std::to_string(queue.queue());
+      AddSample(completions, {{"volume", volume}, {"queue", id}, {"locality", "local"}},
+                static_cast<double>(queue.local_completions()));
+      AddSample(completions, {{"volume", volume}, {"queue", id}, {"locality", "remote"}},
+                static_cast<double>(queue.remote_completions()));
+      AddSample(cpus,
+                {{"volume", volume},
+                 {"queue", id},
+                 {"hctx_cpus", queue.hctx_cpus()},
+                 {"thread_cpus", queue.thread_cpus()}},
+                1);
+    }
+  }
+  for (MetricFamily* family : {&ios, &bytes, &errors, &latency, &inflight, &completions, &cpus}) {
+    families.push_back(std::move(*family));
+  }
 }
 
 std::string BackendLabel(const v1::Volume& volume) {
@@ -86,6 +154,9 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   MetricFamily info = Family("blk_volume_info", "One series per volume: its backend and device.",
                              MetricType::Gauge);
   MetricFamily size = Family("blk_volume_size_bytes", "The volume's size.", MetricType::Gauge);
+  MetricFamily queues = Family("blk_volume_queues", "The volume's ublk queues.", MetricType::Gauge);
+  MetricFamily depth =
+      Family("blk_volume_queue_depth", "Outstanding requests per queue.", MetricType::Gauge);
   MetricFamily reconnects = Family(
       "blk_volume_backend_reconnects_total",
       "Times the volume's backend re-established its connection (NBD).", MetricType::Counter);
@@ -103,6 +174,8 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
                {"state", v1::VolumeStateName(volume.status().state())}},
               1);
     AddSample(size, {{"volume", volume.id()}}, static_cast<double>(volume.size_bytes()));
+    AddSample(queues, {{"volume", volume.id()}}, volume.queues());
+    AddSample(depth, {{"volume", volume.id()}}, volume.queue_depth());
     if (volume.has_nbd()) {
       AddSample(reconnects, {{"volume", volume.id()}},
                 static_cast<double>(volume.status().reconnects()));
@@ -120,6 +193,8 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   families.push_back(std::move(count));
   families.push_back(std::move(info));
   families.push_back(std::move(size));
+  families.push_back(std::move(queues));
+  families.push_back(std::move(depth));
   families.push_back(std::move(reconnects));
   families.push_back(std::move(errors));
 
@@ -130,6 +205,7 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   AddSample(unknown, {}, static_cast<double>(volumes_.UnknownKernelDevices().size()));
   families.push_back(std::move(unknown));
 
+  AddIoStats(volumes_.AllStats(), families);
   if (completion_locality_ != nullptr) families.push_back(completion_locality_->Collect(volumes));
   return families;
 }

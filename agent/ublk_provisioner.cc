@@ -5,6 +5,8 @@
 
 #include <filesystem>
 
+#include "agent/volume_stats.h"
+
 namespace blk::agent {
 namespace {
 
@@ -21,6 +23,13 @@ class UblkVolumeDevice final : public VolumeDevice {
             .io_timeouts = nbd_->timeouts.load(std::memory_order_relaxed)};
   }
   std::string block_path() const override { return device_->block_path(); }
+  absl::StatusOr<v1::VolumeStats> Stats(const std::string& volume_id) const override {
+    if (!device_->config().io_stats) {
+      return absl::FailedPreconditionError(
+          "I/O statistics are off on this agent (blkagent --metrics-address off)");
+    }
+    return SnapshotVolumeStats(volume_id, *device_);
+  }
   absl::Status Stop(bool force) override { return device_->Stop(force); }
   void Detach() override { device_->Detach(); }
 
@@ -64,10 +73,16 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec) {
   return config;
 }
 
+server::DeviceConfig UblkProvisioner::ConfigFor(const v1::Volume& spec) const {
+  server::DeviceConfig config = DeviceConfigFor(spec);
+  config.io_stats = io_stats_;
+  return config;
+}
+
 absl::StatusOr<std::unique_ptr<VolumeDevice>> UblkProvisioner::Provision(const v1::Volume& spec,
                                                                          int device_id) {
   const uint32_t id = device_id < 0 ? server::kAnyDeviceId : static_cast<uint32_t>(device_id);
-  const server::DeviceConfig config = DeviceConfigFor(spec);
+  const server::DeviceConfig config = ConfigFor(spec);
   absl::StatusOr<std::unique_ptr<server::Device>> device = server::Device::Create(config, id);
   if (!device.ok()) return device.status();
   return std::make_unique<UblkVolumeDevice>(std::move(*device), NbdStatsOf(config));
@@ -75,7 +90,7 @@ absl::StatusOr<std::unique_ptr<VolumeDevice>> UblkProvisioner::Provision(const v
 
 absl::StatusOr<std::unique_ptr<VolumeDevice>> UblkProvisioner::Recover(const v1::Volume& spec,
                                                                        int device_id) {
-  const server::DeviceConfig config = DeviceConfigFor(spec);
+  const server::DeviceConfig config = ConfigFor(spec);
   absl::StatusOr<std::unique_ptr<server::Device>> device =
       server::Device::Recover(static_cast<uint32_t>(device_id), config);
   if (!device.ok()) return device.status();

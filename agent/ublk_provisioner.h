@@ -11,6 +11,8 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec);
 // Provisions real ublk devices through server::Device.
 class UblkProvisioner final : public DeviceProvisioner {
  public:
+  // io_stats=false: the devices skip all per-I/O statistics work (blkagent --metrics-address off).
+  explicit UblkProvisioner(bool io_stats = true) : io_stats_(io_stats) {}
   absl::StatusOr<std::unique_ptr<VolumeDevice>> Provision(const v1::Volume& spec,
                                                           int device_id) override;
   absl::StatusOr<std::unique_ptr<VolumeDevice>> Recover(const v1::Volume& spec,
@@ -18,6 +20,11 @@ class UblkProvisioner final : public DeviceProvisioner {
   KernelDeviceState StateOf(int device_id) override;
   std::vector<int> KernelDeviceIds() override;
   absl::Status DeleteKernelDevice(int device_id) override;
+
+ private:
+  server::DeviceConfig ConfigFor(const v1::Volume& spec) const;
+
+  bool io_stats_;
 };
 
 }  // namespace blk::agent

@@ -2,6 +2,7 @@
 
 #include <absl/status/status.h>
 #include <absl/status/statusor.h>
+#include <absl/strings/str_cat.h>
 
 #include <memory>
 #include <string>
@@ -27,6 +28,12 @@ class VolumeDevice {
   virtual int id() const = 0;
   virtual std::string block_path() const = 0;
   virtual BackendFaults backend_faults() const { return {}; }
+  // I/O statistics since the device came up (see SnapshotVolumeStats); FailedPrecondition when
+  // the device keeps none. Called with the volume table locked: no waiting.
+  virtual absl::StatusOr<v1::VolumeStats> Stats(const std::string& volume_id) const {
+    return absl::FailedPreconditionError(
+        absl::StrCat("volume '", volume_id, "': its device keeps no I/O statistics"));
+  }
   // force=false refuses (FAILED_PRECONDITION) while the device is open.
   virtual absl::Status Stop(bool force) = 0;
   // Leaves the kernel device in place for the next agent (upgrade, restart).

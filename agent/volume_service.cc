@@ -52,4 +52,13 @@ grpc::Status VolumeService::GetNodeInfo(grpc::ServerContext*, const v1::GetNodeI
   return grpc::Status::OK;
 }
 
+grpc::Status VolumeService::GetVolumeStats(grpc::ServerContext*,
+                                           const v1::GetVolumeStatsRequest* request,
+                                           v1::GetVolumeStatsResponse* response) {
+  absl::StatusOr<v1::VolumeStats> stats = volumes_.Stats(request->id());
+  if (!stats.ok()) return ToGrpcStatus(stats.status());
+  *response->mutable_stats() = std::move(*stats);
+  return grpc::Status::OK;
+}
+
 }  // namespace blk::agent

@@ -23,6 +23,9 @@ class VolumeService final : public v1::VolumeService::Service {
                            v1::ListVolumesResponse* response) override;
   grpc::Status GetNodeInfo(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
                            v1::GetNodeInfoResponse* response) override;
+  grpc::Status GetVolumeStats(grpc::ServerContext* context,
+                              const v1::GetVolumeStatsRequest* request,
+                              v1::GetVolumeStatsResponse* response) override;
 
  private:
   VolumeTable& volumes_;

@@ -6,6 +6,7 @@
 
 #include "agent/reconcile.h"
 #include "agent/volume_validation.h"
+#include "blk/v1/volume_state_name.h"
 
 namespace blk::agent {
 namespace {
@@ -398,6 +399,35 @@ std::vector<v1::Volume> VolumeTable::List() const {
   volumes.reserve(entries_.size());
   for (const auto& [id, entry] : entries_) volumes.push_back(WithLiveCounters(entry));
   return volumes;
+}
+
+absl::StatusOr<v1::VolumeStats> VolumeTable::Stats(const std::string& id) const {
+  if (!IsValidVolumeId(id)) {
+    return absl::InvalidArgumentError(absl::StrCat("id: '", id, "' is not a valid volume id"));
+  }
+  std::lock_guard lock(mutex_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) {
+    return absl::NotFoundError(absl::StrCat("volume '", id, "' does not exist"));
+  }
+  const Entry& entry = it->second;
+  if (!entry.device) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("volume '", id, "' has no device serving it (state ",
+                     v1::VolumeStateName(entry.volume.status().state()), ")"));
+  }
+  return entry.device->Stats(id);
+}
+
+std::vector<v1::VolumeStats> VolumeTable::AllStats() const {
+  std::lock_guard lock(mutex_);
+  std::vector<v1::VolumeStats> all;
+  for (const auto& [id, entry] : entries_) {
+    if (!entry.device) continue;
+    absl::StatusOr<v1::VolumeStats> stats = entry.device->Stats(id);
+    if (stats.ok()) all.push_back(std::move(*stats));
+  }
+  return all;
 }
 
 void VolumeTable::StopAll() {

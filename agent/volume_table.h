@@ -55,6 +55,11 @@ class VolumeTable {
   absl::Status Delete(const std::string& id, bool force);
   absl::StatusOr<v1::Volume> Get(const std::string& id) const;
   std::vector<v1::Volume> List() const;
+  // The volume's I/O statistics now: NOT_FOUND for an unknown id, FAILED_PRECONDITION when no
+  // device serves it or it keeps none.
+  absl::StatusOr<v1::VolumeStats> Stats(const std::string& id) const;
+  // The statistics of every volume that has them, ordered by id (for /metrics).
+  std::vector<v1::VolumeStats> AllStats() const;
 
   // Stops and deletes every device, keeping the persisted specs
   // (`blkagent --on-exit delete`).

@@ -52,14 +52,14 @@ CLI::Validator PositiveCount() {
       "N", "positive count");
 }
 
-CLI::Validator TimeoutValidator() {
+CLI::Validator DurationValidator(const char* what) {
   return CLI::Validator(
-      [](std::string& input) -> std::string {
-        absl::StatusOr<absl::Duration> timeout = ParseTimeout(input);
-        if (!timeout.ok()) return std::string(timeout.status().message());
+      [what](std::string& input) -> std::string {
+        absl::StatusOr<absl::Duration> duration = ParsePositiveDuration(input, what);
+        if (!duration.ok()) return std::string(duration.status().message());
         return {};
       },
-      "DURATION", "timeout");
+      "DURATION", what);
 }
 
 void AddOutputOption(CLI::App& command, std::string& format) {
@@ -78,20 +78,21 @@ bool IsNbdBackend(const std::string& uri) {
 
 }  // namespace
 
-absl::StatusOr<absl::Duration> ParseTimeout(absl::string_view text) {
-  absl::Duration timeout;
+absl::StatusOr<absl::Duration> ParsePositiveDuration(absl::string_view text,
+                                                     absl::string_view what) {
+  absl::Duration duration;
   int64_t seconds = 0;
   if (absl::SimpleAtoi(text, &seconds)) {
-    timeout = absl::Seconds(seconds);
-  } else if (!absl::ParseDuration(text, &timeout)) {
+    duration = absl::Seconds(seconds);
+  } else if (!absl::ParseDuration(text, &duration)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "invalid timeout '", text, "' (expected seconds or a duration such as 90s, 2m, 500ms)"));
+        "invalid ", what, " '", text, "' (expected seconds or a duration such as 90s, 2m, 500ms)"));
   }
-  if (timeout <= absl::ZeroDuration() || timeout == absl::InfiniteDuration()) {
+  if (duration <= absl::ZeroDuration() || duration == absl::InfiniteDuration()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("invalid timeout '", text, "': must be positive and finite"));
+        absl::StrCat("invalid ", what, " '", text, "': must be positive and finite"));
   }
-  return timeout;
+  return duration;
 }
 
 int RunBlkctl(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
@@ -110,7 +111,7 @@ int RunBlkctl(int argc, const char* const* argv, std::ostream& out, std::ostream
       ->capture_default_str();
   app.add_option("--timeout", timeout_text,
                  "Deadline of the request, e.g. 60s, 2m (creating a device can take a while)")
-      ->transform(TimeoutValidator())
+      ->transform(DurationValidator("timeout"))
       ->capture_default_str();
 
   std::string format_text = "table";
@@ -191,6 +192,27 @@ int RunBlkctl(int argc, const char* const* argv, std::ostream& out, std::ostream
   node_info->callback(
       [&] { command = [&](VolumeClient& client) { return RunNodeInfo(client, format); }; });
 
+  StatsFlags stats;
+  std::string interval_text = "1s";
+  CLI::App* stats_command = app.add_subcommand(
+      "stats", "Show a volume's I/O rates and latency every interval, like iostat");
+  stats_command->add_option("ID", stats.id, "Volume id")->required();
+  stats_command->add_option("--interval", interval_text, "Time between reports, e.g. 1s, 500ms")
+      ->transform(DurationValidator("interval"))
+      ->capture_default_str();
+  stats_command->add_option("--count", stats.count, "Reports to print (default: until interrupted)")
+      ->check(PositiveCount());
+  AddOutputOption(*stats_command, format_text);
+  stats_command->callback([&] {
+    command = [&](VolumeClient& client) -> absl::StatusOr<std::string> {
+      // Validated during parsing, so this cannot fail here.
+      stats.interval = ParsePositiveDuration(interval_text, "interval").value_or(absl::Seconds(1));
+      absl::Status done = RunStats(client, stats, format, out);
+      if (!done.ok()) return done;
+      return std::string();
+    };
+  });
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -200,7 +222,7 @@ int RunBlkctl(int argc, const char* const* argv, std::ostream& out, std::ostream
 
   if (!command) {
     err << "blkctl: a command is required: create-volume, delete-volume, get-volume, "
-           "list-volumes or node-info\nRun with --help for more information.\n";
+           "list-volumes, node-info or stats\nRun with --help for more information.\n";
     return kExitUsage;
   }
   format = format_text == "json" ? OutputFormat::kJson : OutputFormat::kTable;

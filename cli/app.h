@@ -17,8 +17,13 @@ inline constexpr int kExitUsage = 2;
 inline constexpr char kDefaultSocket[] = "/run/blkagent/blkagent.sock";
 inline constexpr char kSocketEnv[] = "BLKCTL_SOCKET";
 
-// "60s", "2m", "1m30s", "500ms" (absl duration syntax) or plain seconds ("60"); > 0.
-absl::StatusOr<absl::Duration> ParseTimeout(absl::string_view text);
+// "60s", "2m", "1m30s", "500ms" (absl duration syntax) or plain seconds ("60"); > 0. `what` names
+// the value in the error ("timeout", "interval").
+absl::StatusOr<absl::Duration> ParsePositiveDuration(absl::string_view text,
+                                                     absl::string_view what);
+inline absl::StatusOr<absl::Duration> ParseTimeout(absl::string_view text) {
+  return ParsePositiveDuration(text, "timeout");
+}
 
 // blkctl's whole command line: parses argv, performs the command, writes its
 // result to out and any error (as "blkctl: CODE: message") to err, and

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend_uri.h"
+#include "stats_report.h"
 
 namespace blk::cli {
 
@@ -73,6 +74,30 @@ absl::StatusOr<std::string> RunNodeInfo(VolumeClient& client, OutputFormat forma
   if (!response.ok()) return response.status();
   if (format == OutputFormat::kJson) return RenderJson(*response);
   return RenderNodeInfo(*response);
+}
+
+absl::Status RunStats(VolumeClient& client, const StatsFlags& flags, OutputFormat format,
+                      std::ostream& out, const std::function<void(absl::Duration)>& wait) {
+  blk::v1::GetVolumeStatsRequest request;
+  request.set_id(flags.id);
+  absl::StatusOr<blk::v1::GetVolumeStatsResponse> before = client.GetVolumeStats(request);
+  if (!before.ok()) return before.status();
+  absl::Time before_time = absl::Now();
+  if (format == OutputFormat::kTable) out << RenderStatsHeader() << std::flush;
+  for (uint32_t reported = 0; flags.count == 0 || reported < flags.count; ++reported) {
+    wait(flags.interval);
+    absl::StatusOr<blk::v1::GetVolumeStatsResponse> after = client.GetVolumeStats(request);
+    if (!after.ok()) return after.status();
+    const absl::Time now = absl::Now();
+    const StatsInterval interval =
+        ComputeInterval(before->stats(), after->stats(), now - before_time);
+    out << (format == OutputFormat::kJson ? RenderStatsJsonLine(flags.id, interval, now)
+                                          : RenderStatsLine(interval, now))
+        << std::flush;
+    before = std::move(after);
+    before_time = now;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace blk::cli

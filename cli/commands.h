@@ -1,10 +1,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <ostream>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "blk/v1/volume.pb.h"
 #include "output.h"
 #include "volume_client.h"
@@ -36,5 +40,16 @@ absl::StatusOr<std::string> RunGetVolume(VolumeClient& client, absl::string_view
                                          OutputFormat format);
 absl::StatusOr<std::string> RunListVolumes(VolumeClient& client, OutputFormat format);
 absl::StatusOr<std::string> RunNodeInfo(VolumeClient& client, OutputFormat format);
+
+struct StatsFlags {
+  std::string id;
+  absl::Duration interval = absl::Seconds(1);
+  uint32_t count = 0;  // intervals to report; 0: until interrupted
+};
+// Writes one line per interval to `out` as it ends (after a header, in table format); `wait`
+// passes the time between two snapshots.
+absl::Status RunStats(VolumeClient& client, const StatsFlags& flags, OutputFormat format,
+                      std::ostream& out,
+                      const std::function<void(absl::Duration)>& wait = absl::SleepFor);
 
 }  // namespace blk::cli

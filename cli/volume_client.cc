@@ -69,4 +69,10 @@ absl::StatusOr<blk::v1::GetNodeInfoResponse> VolumeClient::GetNodeInfo(
   return Call<blk::v1::GetNodeInfoResponse>(&blk::v1::VolumeService::Stub::GetNodeInfo, request);
 }
 
+absl::StatusOr<blk::v1::GetVolumeStatsResponse> VolumeClient::GetVolumeStats(
+    const blk::v1::GetVolumeStatsRequest& request) {
+  return Call<blk::v1::GetVolumeStatsResponse>(&blk::v1::VolumeService::Stub::GetVolumeStats,
+                                               request);
+}
+
 }  // namespace blk::cli

@@ -27,6 +27,8 @@ class VolumeClient {
       const blk::v1::ListVolumesRequest& request);
   absl::StatusOr<blk::v1::GetNodeInfoResponse> GetNodeInfo(
       const blk::v1::GetNodeInfoRequest& request);
+  absl::StatusOr<blk::v1::GetVolumeStatsResponse> GetVolumeStats(
+      const blk::v1::GetVolumeStatsRequest& request);
 
  private:
   template <typename Response, typename Request, typename Method>

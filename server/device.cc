@@ -119,7 +119,11 @@ absl::StatusOr<abi::CtrlDevInfo> BeginRecovery(ControlDevice& control, uint32_t 
 
 Device::Device(const DeviceConfig& config, std::unique_ptr<ControlDevice> control,
                std::unique_ptr<Storage> storage, uint32_t dev_id)
-    : config_(config), control_(std::move(control)), storage_(std::move(storage)), dev_id_(dev_id) {
+    : config_(config),
+      queue_stats_(new QueueStats[config.queues]),
+      control_(std::move(control)),
+      storage_(std::move(storage)),
+      dev_id_(dev_id) {
   kernel_features_ = control_->features();
 }
 
@@ -222,6 +226,10 @@ absl::Status Device::StartQueues(uint32_t max_io_bytes) {
     if (!cpus.ok()) return cpus.status();
     setup.hctx_cpus = *cpus;
     setup.thread_cpus = QueueThreadCpus(config_.placement, q, *cpus, allowed);
+    queue_stats_[q].hctx_cpus = setup.hctx_cpus;
+    queue_stats_[q].thread_cpus = setup.thread_cpus;
+    setup.stats = &queue_stats_[q];
+    setup.count_io = config_.io_stats;
     absl::StatusOr<std::unique_ptr<Backend>> backend =
         storage_->NewQueueBackend(config_.queue_depth);
     if (!backend.ok()) return backend.status();

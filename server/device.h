@@ -14,8 +14,8 @@
 #include "server/backend_config.h"
 #include "server/device_config.h"
 #include "server/device_params.h"
-#include "server/io_counters.h"
 #include "server/queue.h"
+#include "server/queue_stats.h"
 #include "server/rq_affinity.h"
 #include "server/ublk_control.h"
 #include "server/unique_fd.h"
@@ -72,10 +72,13 @@ class Device {
   uint64_t kernel_features() const { return kernel_features_; }
   uint64_t device_flags() const { return device_flags_; }  // what ADD_DEV asked for
   const DeviceConfig& config() const { return config_; }
-  size_t queue_count() const { return queues_.size(); }
-  const cpu_set_t& queue_hctx_cpus(size_t queue) const { return queues_[queue]->hctx_cpus(); }
-  const cpu_set_t& queue_thread_cpus(size_t queue) const { return queues_[queue]->thread_cpus(); }
-  const IoCounters& queue_counters(size_t queue) const { return queues_[queue]->counters(); }
+  // What each queue publishes; readable from any thread without waiting, also while the device
+  // stops and after it stopped.
+  size_t queue_count() const { return config_.queues; }
+  const QueueStats& queue_stats(size_t queue) const { return queue_stats_[queue]; }
+  const IoCounters& queue_counters(size_t queue) const { return queue_stats_[queue].counters; }
+  const cpu_set_t& queue_hctx_cpus(size_t queue) const { return queue_stats_[queue].hctx_cpus; }
+  const cpu_set_t& queue_thread_cpus(size_t queue) const { return queue_stats_[queue].thread_cpus; }
 
  private:
   Device(const DeviceConfig& config, std::unique_ptr<ControlDevice> control,
@@ -91,6 +94,8 @@ class Device {
 
   std::mutex mutex_;
   DeviceConfig config_;
+  // Declared before queues_: the queue threads write into it until they are joined.
+  std::unique_ptr<QueueStats[]> queue_stats_;
   std::unique_ptr<ControlDevice> control_;
   std::unique_ptr<Storage> storage_;
   uint32_t dev_id_;

@@ -18,6 +18,8 @@ struct DeviceConfig {
   // the next one.
   bool fail_fast = false;
   QueuePlacement placement;
+  // Per-I/O statistics (counts, bytes, latency, completion CPU); false skips all of that work.
+  bool io_stats = true;
   BackendConfig backend;
 };
 

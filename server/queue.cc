@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bit>
@@ -38,6 +39,12 @@ IoKind KindOfOp(uint8_t op) {
   }
 }
 
+uint64_t MonotonicNs() {
+  timespec now;
+  ::clock_gettime(CLOCK_MONOTONIC, &now);  // vDSO: no system call
+  return uint64_t(now.tv_sec) * 1'000'000'000 + uint64_t(now.tv_nsec);
+}
+
 absl::Status ErrnoStatus(int err, absl::string_view what) {
   return absl::InternalError(absl::StrCat(what, ": ", strerrordesc_np(err)));
 }
@@ -47,8 +54,9 @@ absl::Status ErrnoStatus(int err, absl::string_view what) {
 Queue::Queue(QueueSetup setup) : setup_(std::move(setup)) {}
 
 absl::StatusOr<std::unique_ptr<Queue>> Queue::Start(QueueSetup setup) {
-  if (setup.backend == nullptr || setup.depth == 0 || setup.char_fd < 0) {
-    return absl::InvalidArgumentError("queue setup needs a backend, a depth and /dev/ublkcN");
+  if (setup.backend == nullptr || setup.depth == 0 || setup.char_fd < 0 || setup.stats == nullptr) {
+    return absl::InvalidArgumentError(
+        "queue setup needs a backend, a depth, /dev/ublkcN and a place for its statistics");
   }
   std::unique_ptr<Queue> queue(new Queue(std::move(setup)));
   queue->stop_fd_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -86,9 +94,11 @@ char* Queue::BufferOf(uint16_t tag) const {
 }
 
 void Queue::Run(std::promise<absl::Status>* started) {
+  setup_.stats->thread_id.store(::gettid(), std::memory_order_relaxed);
   absl::Status status = Prepare();
   if (!status.ok()) {
     ring_.reset();
+    setup_.stats->thread_id.store(0, std::memory_order_relaxed);
     started->set_value(status);
     return;
   }
@@ -101,6 +111,8 @@ void Queue::Run(std::promise<absl::Status>* started) {
   ring_.reset();
   descriptors_.Reset();
   buffers_.Reset();
+  setup_.stats->counters.inflight.store(0, std::memory_order_relaxed);
+  setup_.stats->thread_id.store(0, std::memory_order_relaxed);
 }
 
 absl::Status Queue::Prepare() {
@@ -126,6 +138,7 @@ absl::Status Queue::Prepare() {
   if (buffers == MAP_FAILED) return ErrnoStatus(errno, "mmap of the I/O buffers");
   buffers_ = Mapping(buffers, buffer_bytes);
   op_of_tag_.assign(setup_.depth, 0);
+  start_ns_of_tag_.assign(setup_.depth, 0);
 
   // Each tag has at most one ublk command and one backend SQE in flight, plus the stop poll.
   const unsigned entries = std::bit_ceil(2u * setup_.depth + 1);
@@ -174,6 +187,7 @@ void Queue::Loop() {
       loop_status_ = ErrnoStatus(-rc, absl::StrCat("queue ", id(), " io_uring_submit_and_wait"));
       return;
     }
+    if (setup_.count_io) StartTurn();
     unsigned head;
     unsigned seen = 0;
     io_uring_cqe* cqe;
@@ -193,7 +207,18 @@ void Queue::Loop() {
       }
     }
     io_uring_cq_advance(ring, seen);
+    if (setup_.count_io) {
+      setup_.stats->counters.inflight.store(in_backend_, std::memory_order_relaxed);
+    }
   }
+}
+
+void Queue::StartTurn() {
+  turn_ns_ = MonotonicNs();
+  // glibc reads the CPU from rseq (or the vDSO): no system call. The whole turn's completions are
+  // attributed to this CPU.
+  const int cpu = ::sched_getcpu();
+  turn_local_ = cpu >= 0 && CPU_ISSET_S(cpu, sizeof(setup_.hctx_cpus), &setup_.hctx_cpus);
 }
 
 void Queue::OnUblkCompletion(uint16_t tag, int32_t res) {
@@ -215,6 +240,7 @@ void Queue::OnUblkCompletion(uint16_t tag, int32_t res) {
   io.length = static_cast<uint32_t>(length);
   io.buffer = BufferOf(tag);
   op_of_tag_[tag] = io.op;
+  start_ns_of_tag_[tag] = turn_ns_;
   if ((io.op == abi::kIoOpRead || io.op == abi::kIoOpWrite) && length > setup_.max_io_bytes) {
     Commit(tag, -EIO);
     return;
@@ -235,7 +261,11 @@ void Queue::OnBackendCompletion(uint16_t tag, const io_uring_cqe& cqe) {
 }
 
 void Queue::Commit(uint16_t tag, int32_t result) {
-  counters_.Record(KindOfOp(op_of_tag_[tag]), result);
+  if (setup_.count_io) {
+    IoCounters& counters = setup_.stats->counters;
+    counters.Record(KindOfOp(op_of_tag_[tag]), result, turn_ns_ - start_ns_of_tag_[tag]);
+    IoCounters::Bump(turn_local_ ? counters.local_completions : counters.remote_completions, 1);
+  }
   abi::IoCmd cmd{};
   cmd.q_id = setup_.queue_id;
   cmd.tag = tag;

@@ -12,8 +12,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/backend.h"
-#include "server/io_counters.h"
 #include "server/mapping.h"
+#include "server/queue_stats.h"
 #include "server/ring.h"
 #include "server/ublk_abi.h"
 #include "server/unique_fd.h"
@@ -30,6 +30,8 @@ struct QueueSetup {
   cpu_set_t hctx_cpus{};        // the CPUs whose I/O the kernel sends to this queue
   cpu_set_t thread_cpus{};      // where the thread runs (see QueuePlacement); empty: no pinning
   std::unique_ptr<Backend> backend;
+  QueueStats* stats = nullptr;  // where the queue publishes its counters; outlives the queue
+  bool count_io = true;         // false: no per-I/O statistics at all (their cost measured off)
 };
 
 // One ublk queue: a thread named "blkq<device>-<queue>" and pinned to its CPUs, owning one io_uring
@@ -54,7 +56,6 @@ class Queue {
   const cpu_set_t& hctx_cpus() const { return setup_.hctx_cpus; }
   const cpu_set_t& thread_cpus() const { return setup_.thread_cpus; }
   bool pinned() const { return pinned_.load(std::memory_order_relaxed); }
-  const IoCounters& counters() const { return counters_; }
   // Why the loop ended early, if it did (valid after Join).
   absl::Status loop_status() const { return loop_status_; }
 
@@ -66,6 +67,8 @@ class Queue {
   void OnUblkCompletion(uint16_t tag, int32_t res);
   void OnBackendCompletion(uint16_t tag, const io_uring_cqe& cqe);
   void Commit(uint16_t tag, int32_t result);
+  // Once per loop turn: the time and the CPU that this turn's requests are attributed to.
+  void StartTurn();
   char* BufferOf(uint16_t tag) const;
 
   QueueSetup setup_;
@@ -73,13 +76,15 @@ class Queue {
   std::thread thread_;
   std::atomic<bool> pinned_{false};
   absl::Status loop_status_;
-  IoCounters counters_;
 
   // Owned by the queue thread.
   std::unique_ptr<Ring> ring_;
   Mapping descriptors_;
   Mapping buffers_;
-  std::vector<uint8_t> op_of_tag_;  // op in flight, for the counters
+  std::vector<uint8_t> op_of_tag_;         // op in flight, for the counters
+  std::vector<uint64_t> start_ns_of_tag_;  // when the queue received the tag's request
+  uint64_t turn_ns_ = 0;                   // CLOCK_MONOTONIC at the start of this loop turn
+  bool turn_local_ = false;                // this turn runs on a CPU of the hctx set
   uint32_t in_backend_ = 0;
   uint32_t aborted_ = 0;
   bool stop_requested_ = false;

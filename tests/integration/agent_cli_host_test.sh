@@ -61,6 +61,8 @@ grep -q '^blk_volumes{state="live"} 0' <<<"$scrape" && pass "metrics: no live vo
   fail "metrics: volume count"
 grep -q '^blk_unknown_ublk_devices 0' <<<"$scrape" && pass "metrics: no unknown devices" ||
   fail "metrics: unknown devices"
+lint="$(promtool check metrics <<<"$scrape" 2>&1)" && pass "promtool check metrics" ||
+  fail "promtool check metrics: $lint"
 
 rc=0
 "$bin/blkagent" --socket "$work/third.sock" --state-dir "$work/state3" \
@@ -99,6 +101,9 @@ fi
 
 blkctl delete-volume unknown-id && pass "delete of unknown id is OK" || fail "delete of unknown id"
 expect_refusal "get of unknown id" NOT_FOUND -- get-volume unknown-id
+expect_refusal "stats of unknown id" "NOT_FOUND: volume 'unknown-id' does not exist" -- \
+  stats unknown-id --count 1
+expect_refusal "stats of a bad id" INVALID_ARGUMENT "is not a valid volume id" -- stats Bad_Id --count 1
 
 rc=0
 "$bin/blkagent" --socket "$work/second.sock" --state-dir "$state" --metrics-address off \

@@ -1,9 +1,12 @@
 #include "app.h"
 
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "fake_agent.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -197,6 +200,43 @@ TEST_F(Blkctl, TimeoutBoundsTheWaitForAHungAgent) {
   EXPECT_THAT(outcome.err, StartsWith("blkctl: DEADLINE_EXCEEDED: "));
 }
 
+TEST_F(Blkctl, StatsPrintsAHeaderAndOneLinePerInterval) {
+  RunAgainstAgent({"create-volume", "v1", "--size", "1G", "--backend", "null://"});
+  Outcome outcome = RunAgainstAgent({"stats", "v1", "--interval", "10ms", "--count", "2"});
+  ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
+  std::vector<std::string> lines = absl::StrSplit(outcome.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 3u) << outcome.out;
+  EXPECT_THAT(lines[0], StartsWith("TIME"));
+  EXPECT_THAT(lines[0], HasSubstr("r/s"));
+  EXPECT_THAT(lines[0], HasSubstr("p99_lat"));
+  // 100 reads per interval of about 10 ms; the in-flight count is the agent's.
+  std::vector<std::string> fields = absl::StrSplit(lines[1], ' ', absl::SkipEmpty());
+  ASSERT_EQ(fields.size(), 9u) << lines[1];
+  double reads_per_second = 0;
+  ASSERT_TRUE(absl::SimpleAtod(fields[1], &reads_per_second)) << lines[1];
+  EXPECT_GT(reads_per_second, 0);
+  EXPECT_EQ(fields[2], "0.0");  // the failed write happened before the first snapshot
+  EXPECT_EQ(fields[8], "7");
+}
+
+TEST_F(Blkctl, StatsAsJsonIsOneObjectPerInterval) {
+  RunAgainstAgent({"create-volume", "v1", "--size", "1G", "--backend", "null://"});
+  Outcome outcome =
+      RunAgainstAgent({"stats", "v1", "--interval", "10ms", "--count", "1", "-o", "json"});
+  ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
+  EXPECT_THAT(outcome.out, StartsWith("{\"volumeId\":\"v1\","));
+  EXPECT_THAT(outcome.out, HasSubstr("\"inflightIos\":7}\n"));
+  EXPECT_THAT(outcome.out, HasSubstr("\"readIops\":"));
+  EXPECT_EQ(std::count(outcome.out.begin(), outcome.out.end(), '\n'), 1);
+}
+
+TEST_F(Blkctl, StatsOfUnknownVolumeIsNotFound) {
+  Outcome outcome = RunAgainstAgent({"stats", "nope", "--count", "1"});
+  EXPECT_EQ(outcome.exit_code, kExitRpcError);
+  EXPECT_THAT(outcome.err, StartsWith("blkctl: NOT_FOUND: volume 'nope' does not exist"));
+  EXPECT_THAT(outcome.out, IsEmpty());
+}
+
 TEST(BlkctlUnreachable, NamesTheSocketAndExitsOne) {
   testing::TempDir dir;
   const std::string socket = dir.path() + "/nobody.sock";
@@ -275,7 +315,12 @@ INSTANTIATE_TEST_SUITE_P(
         UsageCase{"ZeroTimeout", {"--timeout", "0", "node-info"}, "must be positive"},
         UsageCase{"GarbageTimeout", {"--timeout", "soon", "node-info"}, "invalid timeout 'soon'"},
         UsageCase{"ExtraArgument", {"get-volume", "a", "b"}, "b"},
-        UsageCase{"ForceOnGet", {"get-volume", "a", "--force"}, "--force"}),
+        UsageCase{"ForceOnGet", {"get-volume", "a", "--force"}, "--force"},
+        UsageCase{"ZeroInterval",
+                  {"stats", "a", "--interval", "0"},
+                  "invalid interval '0': must be positive"},
+        UsageCase{"ZeroCount", {"stats", "a", "--count", "0"}, "--count"},
+        UsageCase{"StatsWithoutId", {"stats"}, "ID"}),
     [](const ::testing::TestParamInfo<UsageCase>& info) { return info.param.name; });
 
 TEST(BlkctlHelp, ExitsZeroAndListsTheCommands) {

@@ -104,6 +104,37 @@ class FakeVolumeService final : public blk::v1::VolumeService::Service {
     return grpc::Status::OK;
   }
 
+  // Each call reports 100 more reads of 4 KiB than the one before, all within 10 us, and a
+  // write that failed.
+  grpc::Status GetVolumeStats(grpc::ServerContext* context,
+                              const blk::v1::GetVolumeStatsRequest* request,
+                              blk::v1::GetVolumeStatsResponse* response) override {
+    if (auto failure = Record(context, "GetVolumeStats", *request)) return *failure;
+    std::lock_guard lock(mutex_);
+    if (!volumes_.contains(request->id())) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          "volume '" + request->id() + "' does not exist");
+    }
+    const uint64_t reads = 100 * ++stats_calls_;
+    blk::v1::VolumeStats& stats = *response->mutable_stats();
+    stats.set_volume_id(request->id());
+    stats.add_latency_bounds_seconds(0.00001);
+    blk::v1::IoOpStats* read = stats.add_ops();
+    read->set_op("read");
+    read->set_ios(reads);
+    read->set_bytes(reads * 4096);
+    read->add_latency_buckets(reads);
+    read->add_latency_buckets(0);
+    blk::v1::IoOpStats* write = stats.add_ops();
+    write->set_op("write");
+    write->set_ios(1);
+    write->set_errors(1);
+    write->add_latency_buckets(1);
+    write->add_latency_buckets(0);
+    stats.set_inflight_ios(7);
+    return grpc::Status::OK;
+  }
+
   // Every later call answers with this status.
   void FailWith(grpc::Status status) {
     std::lock_guard lock(mutex_);
@@ -153,6 +184,7 @@ class FakeVolumeService final : public blk::v1::VolumeService::Service {
   mutable std::mutex mutex_;
   std::map<std::string, blk::v1::Volume> volumes_;
   int next_device_id_ = 0;
+  uint64_t stats_calls_ = 0;
   std::optional<grpc::Status> failure_;
   std::atomic<bool> hang_{false};
   std::atomic<int> calls_{0};

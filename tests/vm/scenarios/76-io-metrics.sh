@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Per-volume I/O metrics on a real kernel: fio pinned to one CPU with a known
+# I/O count, and /metrics counts exactly those I/Os and bytes, in the latency
+# histogram too; the queue serving that CPU completes them locally; in-flight
+# returns to 0; a failing NBD export shows up as read errors; blkctl stats
+# shows the rates while fio runs; promtool accepts the scrape; and a deleted
+# volume's series are gone from the next scrape.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+scrape() { curl -fsS "http://127.0.0.1:9477/metrics"; }
+# metric 'NAME{LABELS}': its value in a fresh scrape (empty when absent).
+metric() { scrape | awk -v m="$1" '$1 == m { print $2 }'; }
+within_one_percent() {  # within_one_percent DESC EXPECTED ACTUAL
+  local desc="$1" expected="$2" actual="$3"
+  ((expected > 0)) || fail "$desc: expected count is $expected"
+  local diff=$((actual - expected))
+  ((diff < 0)) && diff=$((-diff))
+  ((diff * 100 <= expected)) || fail "$desc: $actual is not within 1% of fio's $expected"
+  echo "ok: $desc: $actual (fio: $expected)"
+}
+# pinned_fio LOGNAME CPU ARGS...: fio on one CPU only, its output in LOG_DIR.
+pinned_fio() {
+  local log="$LOG_DIR/$1" cpu="$2"
+  shift 2
+  taskset -c "$cpu" fio "$@" >"$log" 2>&1 || {
+    cat "$log" >&2
+    fail "fio $* failed"
+  }
+}
+busy=""
+stop_busy_fio() { kill "$busy" 2>/dev/null || true; }
+inflight_is_zero() { [[ "$(metric "blk_volume_inflight_ios{volume=\"$1\"}")" == 0 ]]; }
+
+main() {
+  pick_fio_engine
+  start_agent --on-exit delete --metrics-address 127.0.0.1:9477
+  ctl create-volume n --size 256M --backend null:// --queues 2
+  ctl create-volume f --size 64M --backend "file://$WORK/f.img"
+  local ndev fdev
+  ndev="$(volume_device n)"
+  fdev="$(volume_device f)"
+
+  # The last CPU, and the queue whose hctx serves it (blk-mq's map, from sysfs).
+  local cpu=$(($(nproc) - 1)) queue="" hctx
+  for hctx in "/sys/block/${ndev#/dev/}/mq/"*; do
+    if [[ ",$(cat "$hctx/cpu_list" | tr -d ' ')," == *",$cpu,"* ]]; then queue="${hctx##*/}"; fi
+  done
+  [[ -n "$queue" ]] || fail "no hctx of $ndev lists CPU $cpu"
+  echo "CPU $cpu is served by queue $queue of $ndev"
+  local q="volume=\"n\",queue=\"$queue\""
+  scrape | grep "^blk_queue_cpus_info{volume=\"n\"" >"$LOG_DIR/cpus-info.txt" || true
+  cat "$LOG_DIR/cpus-info.txt"
+  grep -q "^blk_queue_cpus_info{$q,hctx_cpus=\"$cpu\",thread_cpus=\"$cpu\"} 1$" \
+    "$LOG_DIR/cpus-info.txt" || fail "queue $queue: hctx_cpus and thread_cpus are not \"$cpu\""
+  expect_eq "queues of n" 2 "$(metric 'blk_volume_queues{volume="n"}')"
+  expect_eq "queue depth of n" 128 "$(metric 'blk_volume_queue_depth{volume="n"}')"
+
+  step "fio pinned to CPU $cpu: 64 MiB of 4 KiB random reads on n"
+  wait_for "n to be idle" 30 inflight_is_zero n
+  local ios0 bytes0 local0
+  ios0="$(metric 'blk_volume_ios_total{volume="n",op="read"}')"
+  bytes0="$(metric 'blk_volume_bytes_total{volume="n",op="read"}')"
+  local0="$(metric "blk_queue_completions_total{$q,locality=\"local\"}")"
+  pinned_fio fio-count.log "$cpu" --name=count --filename="$ndev" --rw=randread \
+    --bs=4k --size=64M --iodepth=16 --ioengine="$fio_engine" --direct=1 \
+    --output-format=json --output="$LOG_DIR/fio-count.json"
+  local fio_ios fio_bytes
+  fio_ios="$(jq '.jobs[0].read.total_ios' "$LOG_DIR/fio-count.json")"
+  fio_bytes="$(jq '.jobs[0].read.io_bytes' "$LOG_DIR/fio-count.json")"
+  wait_for "in-flight I/Os of n back to 0" 30 inflight_is_zero n
+  local ios1 bytes1 local1
+  ios1="$(metric 'blk_volume_ios_total{volume="n",op="read"}')"
+  bytes1="$(metric 'blk_volume_bytes_total{volume="n",op="read"}')"
+  local1="$(metric "blk_queue_completions_total{$q,locality=\"local\"}")"
+  within_one_percent "reads counted on n" "$fio_ios" $((ios1 - ios0))
+  within_one_percent "bytes read counted on n" "$fio_bytes" $((bytes1 - bytes0))
+  expect_eq "latency histogram count = reads" "$ios1" \
+    "$(metric 'blk_volume_io_latency_seconds_count{volume="n",op="read"}')"
+  expect_eq "latency histogram +Inf bucket = reads" "$ios1" \
+    "$(metric 'blk_volume_io_latency_seconds_bucket{volume="n",op="read",le="+Inf"}')"
+  expect_eq "read errors on n" 0 "$(metric 'blk_volume_errors_total{volume="n",op="read"}')"
+  within_one_percent "local completions of queue $queue" "$fio_ios" $((local1 - local0))
+  expect_eq "remote completions of queue $queue" 0 \
+    "$(metric "blk_queue_completions_total{$q,locality=\"remote\"}")"
+
+  step "fio pinned to CPU $cpu: 8 MiB of 4 KiB random writes on the file volume f"
+  local w0 wb0
+  w0="$(metric 'blk_volume_ios_total{volume="f",op="write"}')"
+  wb0="$(metric 'blk_volume_bytes_total{volume="f",op="write"}')"
+  pinned_fio fio-write.log "$cpu" --name=write --filename="$fdev" --rw=randwrite \
+    --bs=4k --size=8M --iodepth=16 --ioengine="$fio_engine" --direct=1 \
+    --output-format=json --output="$LOG_DIR/fio-write.json"
+  wait_for "in-flight I/Os of f back to 0" 30 inflight_is_zero f
+  within_one_percent "writes counted on f" "$(jq '.jobs[0].write.total_ios' "$LOG_DIR/fio-write.json")" \
+    $(($(metric 'blk_volume_ios_total{volume="f",op="write"}') - w0))
+  within_one_percent "bytes written counted on f" \
+    "$(jq '.jobs[0].write.io_bytes' "$LOG_DIR/fio-write.json")" \
+    $(($(metric 'blk_volume_bytes_total{volume="f",op="write"}') - wb0))
+
+  step "blkctl stats while fio runs"
+  fio --name=busy --filename="$ndev" --rw=randread --bs=4k --iodepth=16 --ioengine="$fio_engine" \
+    --direct=1 --time_based --runtime=8 >"$LOG_DIR/fio-busy.log" 2>&1 &
+  busy=$!
+  on_exit stop_busy_fio
+  ctl stats n --interval 1s --count 3 -o json >"$LOG_DIR/stats.json" || fail "blkctl stats failed"
+  ctl stats n --interval 1s --count 1 | tee "$LOG_DIR/stats.txt"
+  wait "$busy" || fail "the background fio failed"
+  cat "$LOG_DIR/stats.json"
+  local best
+  best="$(jq -s 'map(.readIops) | max | floor' "$LOG_DIR/stats.json")"
+  ((best > 0)) || fail "blkctl stats never showed reads while fio ran"
+  echo "ok: blkctl stats showed up to $best reads/s"
+  awk 'NR == 2 { exit !($2 > 0) }' "$LOG_DIR/stats.txt" || fail "the stats table shows no r/s"
+  wait_for "n to be idle after fio" 30 inflight_is_zero n
+
+  step "read errors from a failing NBD export"
+  nbdkit -f -U "$WORK/err.sock" --filter=error memory 16M error=EIO error-pread-rate=100% \
+    error-file="$WORK/fail-now" >>"$LOG_DIR/nbdkit.log" 2>&1 &
+  local nbdkit_pid=$!
+  on_exit kill -KILL "$nbdkit_pid"
+  wait_for "nbdkit on $WORK/err.sock" 30 test -S "$WORK/err.sock"
+  ctl create-volume e --size 16M --backend "nbd+unix:///?socket=$WORK/err.sock"
+  local edev e0
+  edev="$(volume_device e)"
+  e0="$(metric 'blk_volume_errors_total{volume="e",op="read"}')"
+  touch "$WORK/fail-now"
+  if dd if="$edev" of=/dev/null bs=4k count=1 skip=7 iflag=direct status=none 2>"$LOG_DIR/dd.log"; then
+    fail "a read from the failing export succeeded"
+  fi
+  rm -f "$WORK/fail-now"
+  local e1
+  e1="$(metric 'blk_volume_errors_total{volume="e",op="read"}')"
+  ((e1 > e0)) || fail "read errors on e did not grow ($e0 -> $e1)"
+  echo "ok: read errors on e: $e0 -> $e1"
+
+  step "promtool check metrics on the scrape"
+  scrape >"$LOG_DIR/metrics.txt"
+  promtool check metrics <"$LOG_DIR/metrics.txt" || fail "promtool check metrics failed"
+  echo "ok: promtool check metrics"
+
+  step "a deleted volume's series are gone"
+  ctl delete-volume n
+  ctl delete-volume e
+  scrape >"$LOG_DIR/metrics-after-delete.txt"
+  if grep -E 'volume="(n|e)"' "$LOG_DIR/metrics-after-delete.txt"; then
+    fail "series of deleted volumes are still there"
+  fi
+  grep -q '^blk_volume_ios_total{volume="f",op="write"}' "$LOG_DIR/metrics-after-delete.txt" ||
+    fail "the remaining volume f lost its series"
+  echo "ok: only f's series remain"
+  expect_fail_with "NOT_FOUND: volume 'n' does not exist" "stats of a deleted volume" \
+    ctl stats n --count 1
+  ctl delete-volume f
+}
+main "$@"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A 2-queue NBD volume on an nbdkit without multi-conn: both queues share one
 # connection (nbdkit's log shows exactly one per restart), fio verify from both
-# queues' CPUs passes, and nbdkit killed and restarted under that fio loses no
-# data and gives fio no error. NBD faults are counted per volume: errors the
+# queues' CPUs passes, and nbdkit killed and restarted under that fio, then the
+# agent restarted by SIGTERM (an upgrade: the next agent recovers the device),
+# lose no data and give fio no error. NBD faults are counted per volume: errors the
 # server returns (nbdkit's error filter) show in `blkctl get-volume` (text and
 # JSON) and in /metrics as blk_volume_backend_errors_total{kind="server"}, and
 # only for that volume.
@@ -100,12 +101,12 @@ shared_connection() {
   cpus="$(cat "/sys/block/${dev#/dev/}"/mq/{0,1}/cpu_list | sort | paste -sd,)"
   expect_eq "CPUs of the two queues" "0,1" "$cpus"
 
-  step "fio verify from both CPUs (one job each), nbdkit killed and restarted twice"
+  step "fio verify from both CPUs (one job each): nbdkit restarted twice, then the agent"
   pick_fio_engine
   fio --name=shared --filename="$dev" --direct=1 --ioengine="$fio_engine" --rw=randwrite \
     --bs=4k --iodepth=16 --numjobs=2 --size=8M --offset_increment=8M --cpus_allowed=0-1 \
     --cpus_allowed_policy=split --randrepeat=1 --verify=crc32c --verify_fatal=1 \
-    --verify_backlog=512 --do_verify=1 --rate=512k >"$LOG_DIR/fio-shared.log" 2>&1 &
+    --verify_backlog=512 --do_verify=1 --rate=256k >"$LOG_DIR/fio-shared.log" 2>&1 &
   local fio_pid=$!
   on_exit kill "$fio_pid"
   local round writes
@@ -118,6 +119,18 @@ shared_connection() {
     echo "nbdkit killed (round $round)"
     start_shared_nbdkit
   done
+  writes="$(writes_done "$dev")"
+  wait_for "writes to flow on $dev (agent restart)" 60 writes_beyond "$dev" $((writes + 64))
+  process_gone "$fio_pid" && fail "fio ended before the agent restart; see fio-shared.log"
+  local first_reconnects
+  first_reconnects="$(json_status s1 reconnects)"
+  ((first_reconnects >= 2)) ||
+    fail "GetVolume shows $first_reconnects reconnects after 2 nbdkit restarts"
+  expect_eq "connections nbdkit saw (one, then one per reconnect)" $((1 + first_reconnects)) \
+    "$(connections_seen)"
+  stop_agent
+  start_agent --metrics-address 127.0.0.1:9477
+  expect_eq "s1 device after the agent restart" "$dev" "$(volume_device s1)"
   local status=0
   wait "$fio_pid" || status=$?
   if ((status != 0)); then
@@ -126,13 +139,11 @@ shared_connection() {
   fi
   (($(grep -cE "err= *0" "$LOG_DIR/fio-shared.log") == 2)) ||
     fail "fio reported errors: $(grep -E 'err=' "$LOG_DIR/fio-shared.log")"
-  echo "ok: 2 fio jobs wrote and verified 8M each across 2 nbdkit restarts"
+  echo "ok: 2 fio jobs wrote and verified 8M each across 2 nbdkit and 1 agent restarts"
 
-  local reconnects
-  reconnects="$(json_status s1 reconnects)"
-  ((reconnects >= 2)) || fail "GetVolume shows $reconnects reconnects after 2 nbdkit restarts"
-  expect_eq "connections nbdkit saw (one, then one per reconnect)" $((1 + reconnects)) \
-    "$(connections_seen)"
+  # The next agent recovered the device with one connection of its own.
+  expect_eq "connections nbdkit saw (one per agent, one per reconnect)" \
+    $((2 + first_reconnects + $(json_status s1 reconnects))) "$(connections_seen)"
   expect_eq "io timeouts" 0 "$(json_status s1 ioTimeouts)"
   cp "$WORK/nbdkit-requests.log" "$LOG_DIR/" 2>/dev/null || true
   ctl delete-volume s1
@@ -140,7 +151,7 @@ shared_connection() {
 
 main() {
   command -v nbdkit >/dev/null || fail "nbdkit not found in the guest"
-  start_agent --on-exit delete --metrics-address 127.0.0.1:9477
+  start_agent --metrics-address 127.0.0.1:9477
   shared_connection
   server_errors_are_counted
   stop_agent

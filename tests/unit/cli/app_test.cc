@@ -327,7 +327,7 @@ TEST(BlkctlHelp, ExitsZeroAndListsTheCommands) {
   Outcome outcome = RunWith({"--help"});
   EXPECT_EQ(outcome.exit_code, kExitOk);
   for (const char* command :
-       {"create-volume", "delete-volume", "get-volume", "list-volumes", "node-info"}) {
+       {"create-volume", "delete-volume", "get-volume", "list-volumes", "node-info", "stats"}) {
     EXPECT_THAT(outcome.out, HasSubstr(command));
   }
 }

@@ -3,8 +3,9 @@
 # I/O count, and /metrics counts exactly those I/Os and bytes, in the latency
 # histogram too; the queue serving that CPU completes them locally; in-flight
 # returns to 0; a failing NBD export shows up as read errors; blkctl stats
-# shows the rates while fio runs; promtool accepts the scrape; and a deleted
-# volume's series are gone from the next scrape.
+# shows the rates while fio runs; promtool accepts the scrape; a deleted
+# volume's series are gone from the next scrape; and an agent started with
+# --metrics-address off refuses GetVolumeStats clearly.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 scrape() { curl -fsS "http://127.0.0.1:9477/metrics"; }
@@ -151,5 +152,15 @@ main() {
   expect_fail_with "NOT_FOUND: volume 'n' does not exist" "stats of a deleted volume" \
     ctl stats n --count 1
   ctl delete-volume f
+
+  step "an agent with --metrics-address off keeps no statistics, and says so"
+  stop_agent
+  start_agent --on-exit delete --metrics-address off
+  ctl create-volume quiet --size 16M --backend null://
+  dd if="$(volume_device quiet)" of=/dev/null bs=4k count=16 iflag=direct status=none ||
+    fail "reads from quiet failed"
+  expect_fail_with "FAILED_PRECONDITION: I/O statistics are off on this agent \(blkagent --metrics-address off\)" \
+    "stats without statistics" ctl stats quiet --count 1
+  ctl delete-volume quiet
 }
 main "$@"

@@ -14,10 +14,13 @@ absl::StatusOr<QueuePlacement> ParseQueuePlacement(std::string_view text) {
   }
   absl::StatusOr<std::vector<int>> cpus = ParseCpuList(text);
   if (!cpus.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("'", std::string(text),
-                                                   "' is not hctx, spread or a CPU list such as "
-                                                   "0,2-3 (",
-                                                   cpus.status().message(), ")"));
+    std::string message =
+        absl::StrCat("'", std::string(text), "' is not hctx, spread or a CPU list such as 0,2-3");
+    // What is wrong inside the list helps only when it was meant as one.
+    if (text.front() >= '0' && text.front() <= '9') {
+      absl::StrAppend(&message, " (", cpus.status().message(), ")");
+    }
+    return absl::InvalidArgumentError(message);
   }
   placement.kind = QueuePlacement::Kind::kCpus;
   placement.cpus = std::move(*cpus);

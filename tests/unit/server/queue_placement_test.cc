@@ -30,6 +30,12 @@ TEST(ParseQueuePlacement, RefusesAnythingElse) {
   }
 }
 
+TEST(ParseQueuePlacement, SaysWhatIsWrongInsideAListOnlyForWhatLooksLikeOne) {
+  EXPECT_THAT(ParseQueuePlacement("2-1").status().message(), HasSubstr("reversed range"));
+  EXPECT_EQ(ParseQueuePlacement("all").status().message(),
+            "'all' is not hctx, spread or a CPU list such as 0,2-3");
+}
+
 TEST(FormatQueuePlacement, IsCanonicalSoEqualPlacementsReadTheSame) {
   EXPECT_EQ(FormatQueuePlacement(*ParseQueuePlacement("")), "hctx");
   EXPECT_EQ(FormatQueuePlacement(*ParseQueuePlacement("spread")), "spread");

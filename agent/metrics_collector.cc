@@ -117,6 +117,33 @@ std::string BackendLabel(const v1::Volume& volume) {
   return "none";
 }
 
+// rq_affinity as the kernel has it, whether the kernel honours it for ublk,
+// and where the queue threads run.
+void AppendTuningFamilies(const std::vector<v1::Volume>& volumes,
+                          std::vector<MetricFamily>& families) {
+  MetricFamily rq_affinity = Family(
+      "blk_volume_rq_affinity", "The device's queue/rq_affinity (0, 1, 2) as read back from sysfs.",
+      MetricType::Gauge);
+  MetricFamily redirected =
+      Family("blk_volume_rq_affinity_redirected",
+             "1 when the kernel completes the device's requests where rq_affinity says "
+             "(UBLK_F_SUPPORT_RQ_AFFINITY), 0 when they complete on the queue thread's CPU.",
+             MetricType::Gauge);
+  MetricFamily placement = Family(
+      "blk_volume_placement_info",
+      "Where the volume's queue threads run: hctx, spread or a CPU list.", MetricType::Gauge);
+  for (const v1::Volume& volume : volumes) {
+    AddSample(placement, {{"volume", volume.id()}, {"placement", volume.placement()}}, 1);
+    if (!volume.status().has_rq_affinity()) continue;  // no device to read it from
+    AddSample(rq_affinity, {{"volume", volume.id()}}, volume.status().rq_affinity());
+    AddSample(redirected, {{"volume", volume.id()}},
+              volume.status().rq_affinity_redirected() ? 1 : 0);
+  }
+  families.push_back(std::move(rq_affinity));
+  families.push_back(std::move(redirected));
+  families.push_back(std::move(placement));
+}
+
 }  // namespace
 
 std::vector<MetricFamily> MetricsCollector::Collect() const {
@@ -197,6 +224,8 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   families.push_back(std::move(depth));
   families.push_back(std::move(reconnects));
   families.push_back(std::move(errors));
+
+  AppendTuningFamilies(volumes, families);
 
   MetricFamily unknown =
       Family("blk_unknown_ublk_devices",

@@ -30,6 +30,9 @@ class UblkVolumeDevice final : public VolumeDevice {
     }
     return SnapshotVolumeStats(volume_id, *device_);
   }
+  absl::StatusOr<uint32_t> RqAffinity() const override { return device_->RqAffinity(); }
+  absl::Status SetRqAffinity(uint32_t value) override { return device_->SetRqAffinity(value); }
+  bool RqAffinityRedirected() const override { return device_->rq_affinity_redirected(); }
   absl::Status Stop(bool force) override { return device_->Stop(force); }
   void Detach() override { device_->Detach(); }
 
@@ -53,6 +56,9 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec) {
   config.queue_depth = static_cast<uint16_t>(spec.queue_depth());
   config.read_only = spec.read_only();
   config.fail_fast = spec.fail_fast();
+  // Validated before: a placement that does not parse cannot get here.
+  config.placement =
+      server::ParseQueuePlacement(spec.placement()).value_or(server::QueuePlacement{});
   switch (spec.backend_case()) {
     case v1::Volume::kFile:
       config.backend = server::FileBackendConfig{spec.file().path()};

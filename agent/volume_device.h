@@ -34,6 +34,12 @@ class VolumeDevice {
     return absl::FailedPreconditionError(
         absl::StrCat("volume '", volume_id, "': its device keeps no I/O statistics"));
   }
+  // The block queue's rq_affinity (0..2), read from the kernel now.
+  virtual absl::StatusOr<uint32_t> RqAffinity() const = 0;
+  virtual absl::Status SetRqAffinity(uint32_t value) = 0;
+  // Whether the kernel completes requests where rq_affinity says
+  // (UBLK_F_SUPPORT_RQ_AFFINITY offered and granted).
+  virtual bool RqAffinityRedirected() const = 0;
   // force=false refuses (FAILED_PRECONDITION) while the device is open.
   virtual absl::Status Stop(bool force) = 0;
   // Leaves the kernel device in place for the next agent (upgrade, restart).

@@ -21,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kMagic[] = "blkagent-volume";
-constexpr int kFormat = 2;
+constexpr int kFormat = 3;
 constexpr char kRecordSuffix[] = ".json";
 
 // Detects corruption, not tampering: FNV-1a is enough and needs no library.

@@ -14,9 +14,12 @@ namespace blk::agent {
 // <state-dir>/volumes/, so a restarted agent knows what it owned and which
 // kernel device served it.
 //
-// Record format 2: a header line "blkagent-volume 2 device=<N> fnv1a64=<hex>"
+// Record format 3: a header line "blkagent-volume 3 device=<N> fnv1a64=<hex>"
 // (the checksum covers everything after the line), then the spec as JSON.
-// Format 1 (a bare JSON spec, no device id) is still read. Each save keeps the
+// Format 3 specs may carry rq_affinity and placement, which an agent of format
+// 2 cannot parse; it refuses the record by its format instead. Format 2 (the
+// same layout, specs without them) and format 1 (a bare JSON spec, no device
+// id) are still read. Each save keeps the
 // previous good record as <id>.json.prev, so a corrupt or truncated <id>.json
 // (a disk or filesystem that lied about a write) falls back to it.
 class VolumeRegistry {

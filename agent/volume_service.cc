@@ -46,6 +46,18 @@ grpc::Status VolumeService::ListVolumes(grpc::ServerContext*, const v1::ListVolu
   return grpc::Status::OK;
 }
 
+grpc::Status VolumeService::UpdateVolume(grpc::ServerContext*,
+                                         const v1::UpdateVolumeRequest* request,
+                                         v1::UpdateVolumeResponse* response) {
+  absl::StatusOr<v1::Volume> volume = volumes_.Update(request->volume(), request->update_mask());
+  if (!volume.ok()) {
+    spdlog::info("UpdateVolume {}: {}", request->volume().id(), volume.status().ToString());
+    return ToGrpcStatus(volume.status());
+  }
+  *response->mutable_volume() = std::move(*volume);
+  return grpc::Status::OK;
+}
+
 grpc::Status VolumeService::GetNodeInfo(grpc::ServerContext*, const v1::GetNodeInfoRequest*,
                                         v1::GetNodeInfoResponse* response) {
   *response = ReadNodeInfo(bpf_locality_);

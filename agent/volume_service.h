@@ -21,6 +21,8 @@ class VolumeService final : public v1::VolumeService::Service {
                          v1::GetVolumeResponse* response) override;
   grpc::Status ListVolumes(grpc::ServerContext* context, const v1::ListVolumesRequest* request,
                            v1::ListVolumesResponse* response) override;
+  grpc::Status UpdateVolume(grpc::ServerContext* context, const v1::UpdateVolumeRequest* request,
+                            v1::UpdateVolumeResponse* response) override;
   grpc::Status GetNodeInfo(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
                            v1::GetNodeInfoResponse* response) override;
   grpc::Status GetVolumeStats(grpc::ServerContext* context,

@@ -1,8 +1,11 @@
 #include "agent/volume_table.h"
 
 #include <absl/strings/str_cat.h>
+#include <absl/strings/str_join.h>
 #include <google/protobuf/util/message_differencer.h>
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
 
 #include "agent/reconcile.h"
 #include "agent/volume_validation.h"
@@ -18,6 +21,17 @@ v1::Volume SpecOf(const v1::Volume& volume) {
   spec.clear_status();
   return spec;
 }
+
+// What makes two CreateVolume requests the same volume: the spec without the
+// tunables, which UpdateVolume changes.
+v1::Volume IdentityOf(const v1::Volume& volume) {
+  v1::Volume identity = SpecOf(volume);
+  identity.clear_rq_affinity();
+  return identity;
+}
+
+// The fields UpdateVolume may change.
+constexpr const char* kUpdatable[] = {"rq_affinity"};
 
 std::string DescribeDifference(const v1::Volume& existing, const v1::Volume& requested) {
   std::string report;
@@ -167,6 +181,21 @@ absl::StatusOr<v1::Volume> VolumeTable::BringUp(const v1::Volume& spec, int devi
     }
     return device.status();
   }
+  if (spec.has_rq_affinity()) {
+    if (absl::Status applied = (*device)->SetRqAffinity(spec.rq_affinity()); !applied.ok()) {
+      if (fresh) {
+        // A new volume comes up as asked or not at all.
+        (*device)->Stop(/*force=*/true).IgnoreError();
+        spdlog::warn("volume {}: create failed: {}", spec.id(), applied.ToString());
+        SetStatus(entry.volume, v1::VOLUME_STATE_FAILED, applied.message());
+        return absl::Status(applied.code(),
+                            absl::StrCat("volume.rq_affinity: cannot apply: ", applied.message()));
+      }
+      // An existing volume keeps serving I/O; GetVolume shows the value it has.
+      spdlog::warn("volume {}: cannot apply rq_affinity {}: {}", spec.id(), spec.rq_affinity(),
+                   applied.ToString());
+    }
+  }
   entry.device = std::move(*device);
   entry.backoff = std::chrono::milliseconds(0);
   if (entry.device->id() != entry.device_id) {
@@ -180,7 +209,7 @@ absl::StatusOr<v1::Volume> VolumeTable::BringUp(const v1::Volume& spec, int devi
   entry.volume.mutable_status()->set_device_path(entry.device->block_path());
   entry.volume.mutable_status()->set_device_id(entry.device->id());
   spdlog::info("volume {}: live at {}", spec.id(), entry.device->block_path());
-  return entry.volume;
+  return WithLiveCounters(entry);
 }
 
 void VolumeTable::StartRetrying(std::chrono::milliseconds initial_backoff,
@@ -270,13 +299,15 @@ absl::StatusOr<v1::Volume> VolumeTable::Create(const v1::Volume& requested) {
     if (it != entries_.end()) {
       Entry& entry = it->second;
       if (entry.busy) return InProgress(spec.id());
-      const v1::Volume existing = SpecOf(entry.volume);
-      if (!MessageDifferencer::Equals(existing, spec)) {
-        return absl::AlreadyExistsError(absl::StrCat("volume '", spec.id(),
-                                                     "' already exists with a different spec (",
-                                                     DescribeDifference(existing, spec), ")"));
+      const v1::Volume existing = IdentityOf(entry.volume);
+      if (!MessageDifferencer::Equals(existing, IdentityOf(spec))) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("volume '", spec.id(), "' already exists with a different spec (",
+                         DescribeDifference(existing, IdentityOf(spec)), ")"));
       }
-      if (entry.volume.status().state() == v1::VOLUME_STATE_LIVE) return entry.volume;
+      if (entry.volume.status().state() == v1::VOLUME_STATE_LIVE) return WithLiveCounters(entry);
+      // The tunables stay as they are; UpdateVolume changes them.
+      spec = SpecOf(entry.volume);
       // Same spec, but the device is not up (it failed at restore): try again.
       degrade = entry.volume.status().state() == v1::VOLUME_STATE_DEGRADED;
       device_id = entry.device_id;
@@ -370,15 +401,87 @@ absl::Status VolumeTable::Delete(const std::string& id, bool force) {
 
 v1::Volume VolumeTable::WithLiveCounters(const Entry& entry) {
   v1::Volume volume = entry.volume;
-  if (entry.device) {
-    const BackendFaults faults = entry.device->backend_faults();
-    v1::VolumeStatus& status = *volume.mutable_status();
-    status.set_reconnects(faults.reconnects);
-    status.set_server_errors(faults.server_errors);
-    status.set_protocol_errors(faults.protocol_errors);
-    status.set_io_timeouts(faults.io_timeouts);
-  }
+  if (!entry.device) return volume;
+  const BackendFaults faults = entry.device->backend_faults();
+  v1::VolumeStatus& status = *volume.mutable_status();
+  status.set_reconnects(faults.reconnects);
+  status.set_server_errors(faults.server_errors);
+  status.set_protocol_errors(faults.protocol_errors);
+  status.set_io_timeouts(faults.io_timeouts);
+  absl::StatusOr<uint32_t> rq_affinity = entry.device->RqAffinity();
+  if (rq_affinity.ok()) status.set_rq_affinity(*rq_affinity);
+  status.set_rq_affinity_redirected(entry.device->RqAffinityRedirected());
   return volume;
+}
+
+absl::StatusOr<v1::Volume> VolumeTable::Update(const v1::Volume& changes,
+                                               const google::protobuf::FieldMask& mask) {
+  if (!IsValidVolumeId(changes.id())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("volume.id: '", changes.id(), "' is not a valid volume id"));
+  }
+  if (mask.paths_size() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "update_mask: names no field (updatable: ", absl::StrJoin(kUpdatable, ", "), ")"));
+  }
+  for (const std::string& path : mask.paths()) {
+    if (std::find_if(std::begin(kUpdatable), std::end(kUpdatable), [&](const char* updatable) {
+          return path == updatable;
+        }) == std::end(kUpdatable)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("update_mask: '", path,
+                       "' cannot be updated (updatable: ", absl::StrJoin(kUpdatable, ", "), ")"));
+    }
+  }
+  if (!changes.has_rq_affinity()) {
+    return absl::InvalidArgumentError(
+        "volume.rq_affinity: must be set (0, 1 or 2) when update_mask names it");
+  }
+  if (absl::Status valid = ValidateRqAffinity(changes); !valid.ok()) return valid;
+
+  v1::Volume updated;
+  VolumeDevice* device = nullptr;
+  int device_id = -1;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = entries_.find(changes.id());
+    if (it == entries_.end()) {
+      return absl::NotFoundError(absl::StrCat("volume '", changes.id(), "' does not exist"));
+    }
+    Entry& entry = it->second;
+    if (entry.busy) return InProgress(changes.id());
+    entry.busy = true;
+    updated = SpecOf(entry.volume);
+    device = entry.device.get();
+    device_id = entry.device_id;
+  }
+  auto release = [&](absl::Status status) {
+    std::lock_guard lock(mutex_);
+    entries_.at(changes.id()).busy = false;
+    return status;
+  };
+  updated.set_rq_affinity(changes.rq_affinity());
+
+  // The device first, so a value the kernel refuses is never recorded; a record that cannot be
+  // saved puts the device's value back.
+  absl::StatusOr<uint32_t> previous = absl::UnavailableError("no device");
+  if (device != nullptr) {
+    previous = device->RqAffinity();
+    if (absl::Status applied = device->SetRqAffinity(changes.rq_affinity()); !applied.ok()) {
+      return release(absl::Status(
+          applied.code(), absl::StrCat("volume.rq_affinity: cannot apply: ", applied.message())));
+    }
+  }
+  if (absl::Status saved = registry_.Save(updated, device_id); !saved.ok()) {
+    if (previous.ok()) device->SetRqAffinity(*previous).IgnoreError();
+    return release(saved);
+  }
+  std::lock_guard lock(mutex_);
+  Entry& entry = entries_.at(changes.id());
+  entry.busy = false;
+  entry.volume.set_rq_affinity(changes.rq_affinity());
+  spdlog::info("volume {}: rq_affinity set to {}", changes.id(), changes.rq_affinity());
+  return WithLiveCounters(entry);
 }
 
 absl::StatusOr<v1::Volume> VolumeTable::Get(const std::string& id) const {

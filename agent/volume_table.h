@@ -17,6 +17,7 @@
 #include "agent/volume_device.h"
 #include "agent/volume_registry.h"
 #include "blk/v1/volume.pb.h"
+#include "google/protobuf/field_mask.pb.h"
 
 namespace blk::agent {
 
@@ -53,6 +54,10 @@ class VolumeTable {
   // thread); repeating that request returns the existing volume whatever size it resolved to.
   absl::StatusOr<v1::Volume> Create(const v1::Volume& requested);
   absl::Status Delete(const std::string& id, bool force);
+  // Sets the tunables `mask` names (only "rq_affinity" today) to their values
+  // in `changes`, on the device and in the registry; see UpdateVolumeRequest.
+  absl::StatusOr<v1::Volume> Update(const v1::Volume& changes,
+                                    const google::protobuf::FieldMask& mask);
   absl::StatusOr<v1::Volume> Get(const std::string& id) const;
   std::vector<v1::Volume> List() const;
   // The volume's I/O statistics now: NOT_FOUND for an unknown id, FAILED_PRECONDITION when no
@@ -79,7 +84,7 @@ class VolumeTable {
     Clock::time_point next_retry{};
   };
 
-  // The entry's volume with counters read from its device now.
+  // The entry's volume with counters and rq_affinity read from its device now.
   static v1::Volume WithLiveCounters(const Entry& entry);
 
   // Brings up the device of an entry marked busy, reconciling with the kernel

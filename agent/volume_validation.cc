@@ -4,9 +4,13 @@
 
 #include <absl/strings/str_cat.h>
 
+#include <algorithm>
 #include <filesystem>
 
+#include "server/cpu_list.h"
 #include "server/nbd_uri.h"
+#include "server/queue_placement.h"
+#include "server/rq_affinity.h"
 
 namespace blk::agent {
 namespace {
@@ -53,7 +57,27 @@ absl::Status ValidateNbdBackend(const v1::NbdBackend& nbd) {
   return absl::OkStatus();
 }
 
+absl::Status ValidatePlacement(const std::string& text) {
+  absl::StatusOr<server::QueuePlacement> placement = server::ParseQueuePlacement(text);
+  if (!placement.ok()) return Invalid("placement", placement.status().message());
+  const std::vector<int> allowed = server::AllowedCpus();
+  for (int cpu : placement->cpus) {
+    if (!std::binary_search(allowed.begin(), allowed.end(), cpu)) {
+      return Invalid("placement", absl::StrCat("CPU ", cpu, " is not one this agent may use (",
+                                               server::FormatCpuList(allowed), ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::Status ValidateRqAffinity(const v1::Volume& spec) {
+  if (spec.has_rq_affinity() && spec.rq_affinity() > server::kMaxRqAffinity) {
+    return Invalid("rq_affinity", absl::StrCat(spec.rq_affinity(), " is not 0, 1 or 2"));
+  }
+  return absl::OkStatus();
+}
 
 bool IsValidVolumeId(std::string_view id) {
   if (id.empty() || id.size() > 63) return false;
@@ -73,6 +97,10 @@ v1::Volume NormalizeVolumeSpec(const v1::Volume& requested) {
   if (spec.has_nbd() && spec.nbd().io_timeout_seconds() == 0) {
     spec.mutable_nbd()->set_io_timeout_seconds(kDefaultNbdIoTimeoutSeconds);
   }
+  // "", "hctx" mean the same, and so do "0-1" and "1,0"; text that does not parse is left for
+  // validation to report.
+  absl::StatusOr<server::QueuePlacement> placement = server::ParseQueuePlacement(spec.placement());
+  if (placement.ok()) spec.set_placement(server::FormatQueuePlacement(*placement));
   return spec;
 }
 
@@ -107,6 +135,8 @@ absl::Status ValidateVolumeSpec(const v1::Volume& spec) {
     return Invalid("queue_depth",
                    absl::StrCat(spec.queue_depth(), " exceeds the maximum of ", kMaxQueueDepth));
   }
+  if (absl::Status valid = ValidateRqAffinity(spec); !valid.ok()) return valid;
+  if (absl::Status valid = ValidatePlacement(spec.placement()); !valid.ok()) return valid;
   switch (spec.backend_case()) {
     case v1::Volume::kNull:
       return absl::OkStatus();

@@ -149,6 +149,12 @@ int RunBlkctl(int argc, const char* const* argv, std::ostream& out, std::ostream
       ->add_option("--io-timeout", create.io_timeout_seconds,
                    "NBD: seconds I/O waits for a lost server before failing (default 30)")
       ->check(CLI::Range(1u, 86400u));
+  create_volume
+      ->add_option("--rq-affinity", create.rq_affinity,
+                   "Completion CPU policy (queue/rq_affinity): 0, 1 or 2 (default: the kernel's)")
+      ->check(CLI::NonNegativeNumber);
+  create_volume->add_option("--placement", create.placement,
+                            "Queue threads: hctx (default), spread, or a CPU list such as 0,2-3");
   AddOutputOption(*create_volume, format_text);
   create_volume->callback([&] {
     if (size_option->count() == 0 && !IsNbdBackend(create.backend_uri)) {
@@ -158,6 +164,22 @@ int RunBlkctl(int argc, const char* const* argv, std::ostream& out, std::ostream
           "size from the export)");
     }
     command = [&](VolumeClient& client) { return RunCreateVolume(client, create, format); };
+  });
+
+  UpdateVolumeFlags update;
+  CLI::App* update_volume =
+      app.add_subcommand("update-volume", "Change a volume's tunables on its live device");
+  update_volume->add_option("ID", update.id, "Volume id")->required();
+  update_volume
+      ->add_option("--rq-affinity", update.rq_affinity,
+                   "Completion CPU policy (queue/rq_affinity): 0, 1 or 2")
+      ->check(CLI::NonNegativeNumber);
+  AddOutputOption(*update_volume, format_text);
+  update_volume->callback([&] {
+    if (!update.rq_affinity) {
+      throw CLI::ValidationError("update-volume", "needs a tunable to change: --rq-affinity");
+    }
+    command = [&](VolumeClient& client) { return RunUpdateVolume(client, update, format); };
   });
 
   std::string delete_id;
@@ -221,8 +243,8 @@ int RunBlkctl(int argc, const char* const* argv, std::ostream& out, std::ostream
   }
 
   if (!command) {
-    err << "blkctl: a command is required: create-volume, delete-volume, get-volume, "
-           "list-volumes, node-info or stats\nRun with --help for more information.\n";
+    err << "blkctl: a command is required: create-volume, update-volume, delete-volume, "
+           "get-volume, list-volumes, node-info or stats\nRun with --help for more information.\n";
     return kExitUsage;
   }
   format = format_text == "json" ? OutputFormat::kJson : OutputFormat::kTable;

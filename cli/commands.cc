@@ -20,6 +20,8 @@ absl::StatusOr<blk::v1::CreateVolumeRequest> BuildCreateVolumeRequest(
   volume.set_queue_depth(flags.queue_depth);
   volume.set_read_only(flags.read_only);
   volume.set_fail_fast(flags.fail_fast);
+  if (flags.rq_affinity) volume.set_rq_affinity(*flags.rq_affinity);
+  volume.set_placement(flags.placement);
   if (flags.io_timeout_seconds != 0) {
     if (!volume.has_nbd()) {
       return absl::InvalidArgumentError("--io-timeout applies to nbd:// and nbd+unix:// backends");
@@ -34,6 +36,30 @@ absl::StatusOr<std::string> RunCreateVolume(VolumeClient& client, const CreateVo
   absl::StatusOr<blk::v1::CreateVolumeRequest> request = BuildCreateVolumeRequest(flags);
   if (!request.ok()) return request.status();
   absl::StatusOr<blk::v1::CreateVolumeResponse> response = client.CreateVolume(*request);
+  if (!response.ok()) return response.status();
+  if (format == OutputFormat::kJson) return RenderJson(*response);
+  return RenderVolume(response->volume());
+}
+
+absl::StatusOr<blk::v1::UpdateVolumeRequest> BuildUpdateVolumeRequest(
+    const UpdateVolumeFlags& flags) {
+  blk::v1::UpdateVolumeRequest request;
+  request.mutable_volume()->set_id(flags.id);
+  if (flags.rq_affinity) {
+    request.mutable_volume()->set_rq_affinity(*flags.rq_affinity);
+    request.mutable_update_mask()->add_paths("rq_affinity");
+  }
+  if (request.update_mask().paths_size() == 0) {
+    return absl::InvalidArgumentError("update-volume needs a tunable to change: --rq-affinity");
+  }
+  return request;
+}
+
+absl::StatusOr<std::string> RunUpdateVolume(VolumeClient& client, const UpdateVolumeFlags& flags,
+                                            OutputFormat format) {
+  absl::StatusOr<blk::v1::UpdateVolumeRequest> request = BuildUpdateVolumeRequest(flags);
+  if (!request.ok()) return request.status();
+  absl::StatusOr<blk::v1::UpdateVolumeResponse> response = client.UpdateVolume(*request);
   if (!response.ok()) return response.status();
   if (format == OutputFormat::kJson) return RenderJson(*response);
   return RenderVolume(response->volume());

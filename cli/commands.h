@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <functional>
 #include <ostream>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -25,7 +26,15 @@ struct CreateVolumeFlags {
   uint32_t logical_block_size = 0;
   bool read_only = false;
   bool fail_fast = false;
-  uint32_t io_timeout_seconds = 0;  // NBD backends; 0: the agent's default
+  uint32_t io_timeout_seconds = 0;      // NBD backends; 0: the agent's default
+  std::optional<uint32_t> rq_affinity;  // unset: the kernel's default
+  std::string placement;                // empty: the agent's default (hctx)
+};
+
+// update-volume's flags: each set one names a tunable to change.
+struct UpdateVolumeFlags {
+  std::string id;
+  std::optional<uint32_t> rq_affinity;
 };
 
 absl::StatusOr<blk::v1::CreateVolumeRequest> BuildCreateVolumeRequest(
@@ -33,6 +42,11 @@ absl::StatusOr<blk::v1::CreateVolumeRequest> BuildCreateVolumeRequest(
 
 // Each command performs its RPC and returns what to print on stdout.
 absl::StatusOr<std::string> RunCreateVolume(VolumeClient& client, const CreateVolumeFlags& flags,
+                                            OutputFormat format);
+// The request changes exactly the tunables given; none given is InvalidArgument.
+absl::StatusOr<blk::v1::UpdateVolumeRequest> BuildUpdateVolumeRequest(
+    const UpdateVolumeFlags& flags);
+absl::StatusOr<std::string> RunUpdateVolume(VolumeClient& client, const UpdateVolumeFlags& flags,
                                             OutputFormat format);
 absl::StatusOr<std::string> RunDeleteVolume(VolumeClient& client, absl::string_view id, bool force,
                                             OutputFormat format);

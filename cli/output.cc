@@ -53,6 +53,18 @@ std::string RenderKeyValues(const std::vector<std::pair<std::string, std::string
   return RenderColumns(rows);
 }
 
+// What the device has (read back), and what was asked when it differs.
+std::string RenderRqAffinity(const blk::v1::Volume& volume) {
+  const blk::v1::VolumeStatus& status = volume.status();
+  std::string text = status.has_rq_affinity() ? absl::StrCat(status.rq_affinity()) : "-";
+  if (!volume.has_rq_affinity()) {
+    absl::StrAppend(&text, " (kernel default)");
+  } else if (!status.has_rq_affinity() || status.rq_affinity() != volume.rq_affinity()) {
+    absl::StrAppend(&text, " (requested ", volume.rq_affinity(), ")");
+  }
+  return text;
+}
+
 }  // namespace
 
 std::string StateName(blk::v1::VolumeState state) { return blk::v1::VolumeStateName(state); }
@@ -86,11 +98,15 @@ std::string RenderVolume(const blk::v1::Volume& volume) {
       {"queue depth", absl::StrCat(OrDefault(volume.queue_depth(), kDefaultQueueDepth))},
       {"read only", volume.read_only() ? "yes" : "no"},
       {"fail fast", volume.fail_fast() ? "yes" : "no"},
+      {"placement", volume.placement().empty() ? "hctx" : volume.placement()},
+      {"rq affinity", RenderRqAffinity(volume)},
       {"state", StateName(status.state())},
       {"device", OrDash(status.device_path())},
   };
-  if (!status.device_path().empty())
+  if (!status.device_path().empty()) {
     fields.push_back({"device id", absl::StrCat(status.device_id())});
+    fields.push_back({"rq redirect", status.rq_affinity_redirected() ? "yes" : "no"});
+  }
   if (volume.has_nbd()) {
     fields.push_back({"reconnects", absl::StrCat(status.reconnects())});
     fields.push_back({"server errors", absl::StrCat(status.server_errors())});

@@ -54,6 +54,11 @@ absl::StatusOr<blk::v1::DeleteVolumeResponse> VolumeClient::DeleteVolume(
   return Call<blk::v1::DeleteVolumeResponse>(&blk::v1::VolumeService::Stub::DeleteVolume, request);
 }
 
+absl::StatusOr<blk::v1::UpdateVolumeResponse> VolumeClient::UpdateVolume(
+    const blk::v1::UpdateVolumeRequest& request) {
+  return Call<blk::v1::UpdateVolumeResponse>(&blk::v1::VolumeService::Stub::UpdateVolume, request);
+}
+
 absl::StatusOr<blk::v1::GetVolumeResponse> VolumeClient::GetVolume(
     const blk::v1::GetVolumeRequest& request) {
   return Call<blk::v1::GetVolumeResponse>(&blk::v1::VolumeService::Stub::GetVolume, request);

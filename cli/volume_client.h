@@ -22,6 +22,8 @@ class VolumeClient {
       const blk::v1::CreateVolumeRequest& request);
   absl::StatusOr<blk::v1::DeleteVolumeResponse> DeleteVolume(
       const blk::v1::DeleteVolumeRequest& request);
+  absl::StatusOr<blk::v1::UpdateVolumeResponse> UpdateVolume(
+      const blk::v1::UpdateVolumeRequest& request);
   absl::StatusOr<blk::v1::GetVolumeResponse> GetVolume(const blk::v1::GetVolumeRequest& request);
   absl::StatusOr<blk::v1::ListVolumesResponse> ListVolumes(
       const blk::v1::ListVolumesRequest& request);

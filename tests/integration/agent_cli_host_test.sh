@@ -88,6 +88,17 @@ expect_refusal "missing directory" INVALID_ARGUMENT "does not exist" -- \
   create-volume v2 --size 1M --backend "file://$work/missing/dir/img"
 expect_refusal "misaligned size" INVALID_ARGUMENT "multiple of the logical block size" -- \
   create-volume v3 --size 1000 --backend null://
+expect_refusal "rq_affinity 3" INVALID_ARGUMENT "volume.rq_affinity: 3 is not 0, 1 or 2" -- \
+  create-volume v5 --size 1M --backend null:// --rq-affinity 3
+expect_refusal "unknown placement" INVALID_ARGUMENT "volume.placement: 'everywhere'" -- \
+  create-volume v6 --size 1M --backend null:// --placement everywhere
+expect_refusal "placement on a CPU the agent may not use" INVALID_ARGUMENT \
+  "volume.placement: CPU 1023 is not one this agent may use" -- \
+  create-volume v7 --size 1M --backend null:// --placement 0,1023
+expect_refusal "update of an unknown volume" NOT_FOUND "unknown-id" -- \
+  update-volume unknown-id --rq-affinity 1
+expect_refusal "update to rq_affinity 3" INVALID_ARGUMENT "volume.rq_affinity: 3" -- \
+  update-volume unknown-id --rq-affinity 3
 
 if [[ ! -e /dev/ublk-control ]]; then
   expect_refusal "no ublk on this host" "/dev/ublk-control" -- \

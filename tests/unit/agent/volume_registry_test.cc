@@ -100,7 +100,7 @@ TEST(VolumeRegistryTest, TheRecordKeepsTheDeviceId) {
   ASSERT_THAT(loaded.records, SizeIs(1));
   EXPECT_EQ(loaded.records[0].device_id, 5);
   EXPECT_THAT(ReadAll(registry->directory() + "/a.json"),
-              ::testing::StartsWith("blkagent-volume 2 "));
+              ::testing::StartsWith("blkagent-volume 3 "));
 }
 
 TEST(VolumeRegistryTest, AFormat1RecordFromAnOlderAgentStillLoadsWithoutADeviceId) {
@@ -182,8 +182,42 @@ TEST(VolumeRegistryTest, ACorruptRecordWithoutAGoodPreviousIsReportedAndSkipped)
 }
 
 TEST(VolumeRegistryTest, ARecordFromANewerFormatIsReportedNotMisread) {
-  EXPECT_EQ(DecodeVolumeRecord("blkagent-volume 3 device=1 fnv1a64=0\n{}", "a").status().code(),
+  EXPECT_EQ(DecodeVolumeRecord("blkagent-volume 4 device=1 fnv1a64=0\n{}", "a").status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(VolumeRegistryTest, AFormat2RecordFromAnOlderAgentStillLoadsWithoutTunables) {
+  // Format 2 is format 3's layout with a spec that has neither rq_affinity nor placement.
+  std::string text = EncodeVolumeRecord({FileVolume("a"), 4});
+  ASSERT_EQ(text.rfind("blkagent-volume 3 ", 0), 0u);
+  text[16] = '2';
+  absl::StatusOr<VolumeRegistry::Record> decoded = DecodeVolumeRecord(text, "a");
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->device_id, 4);
+  EXPECT_EQ(decoded->spec.queues(), 2u);
+  EXPECT_FALSE(decoded->spec.has_rq_affinity());
+  EXPECT_EQ(decoded->spec.placement(), "");
+}
+
+TEST(VolumeRegistryTest, TunablesAreKeptIncludingAnRqAffinityOfZero) {
+  testing::TempDir dir;
+  auto registry = VolumeRegistry::Open(dir.path());
+  ASSERT_TRUE(registry.ok());
+  v1::Volume zero = FileVolume("zero");
+  zero.set_rq_affinity(0);
+  zero.set_placement("0-1");
+  ASSERT_TRUE(registry->Save(zero, 1).ok());
+  v1::Volume unset = FileVolume("unset");
+  ASSERT_TRUE(registry->Save(unset, 2).ok());
+
+  VolumeRegistry::Loaded loaded = registry->LoadAll();
+  ASSERT_THAT(loaded.records, SizeIs(2));
+  const v1::Volume& unset_loaded = loaded.records[0].spec;
+  const v1::Volume& zero_loaded = loaded.records[1].spec;
+  EXPECT_FALSE(unset_loaded.has_rq_affinity());
+  ASSERT_TRUE(zero_loaded.has_rq_affinity());
+  EXPECT_EQ(zero_loaded.rq_affinity(), 0u);
+  EXPECT_EQ(zero_loaded.placement(), "0-1");
 }
 
 TEST(VolumeRegistryTest, EncodedRecordsDecodeToThemselves) {

@@ -21,6 +21,10 @@ struct FakeDeviceState {
   bool open = false;
   bool stopped = false;
   BackendFaults faults;
+  uint32_t rq_affinity = 1;  // the kernel's default for a new device
+  int rq_affinity_writes = 0;
+  absl::Status rq_affinity_error;  // what writing it fails with
+  bool redirected = false;
 };
 
 class FakeProvisioner;
@@ -32,6 +36,14 @@ class FakeDevice final : public VolumeDevice {
   int id() const override { return id_; }
   std::string block_path() const override { return "/dev/ublkb" + std::to_string(id_); }
   BackendFaults backend_faults() const override { return state_->faults; }
+  absl::StatusOr<uint32_t> RqAffinity() const override { return state_->rq_affinity; }
+  absl::Status SetRqAffinity(uint32_t value) override {
+    if (!state_->rq_affinity_error.ok()) return state_->rq_affinity_error;
+    ++state_->rq_affinity_writes;
+    state_->rq_affinity = value;
+    return absl::OkStatus();
+  }
+  bool RqAffinityRedirected() const override { return state_->redirected; }
   absl::Status Stop(bool force) override;
   void Detach() override;
 
@@ -108,10 +120,12 @@ class FakeProvisioner final : public DeviceProvisioner {
   std::map<std::string, std::shared_ptr<FakeDeviceState>> devices;
   std::shared_future<void> gate;
   std::promise<void> entered;
+  absl::Status rq_affinity_error;  // for the devices made from now on
 
  private:
   std::unique_ptr<VolumeDevice> NewDevice(const v1::Volume& spec, int id) {
     auto state = std::make_shared<FakeDeviceState>();
+    state->rq_affinity_error = rq_affinity_error;
     devices[spec.id()] = state;
     return std::make_unique<FakeDevice>(id, state, *this);
   }
@@ -515,6 +529,230 @@ TEST_F(VolumeTableTest, DeletingADegradedVolumeRemovesTheDeviceItsPreviousAgentL
   EXPECT_TRUE(Table().Delete("a", false).ok());
   EXPECT_THAT(provisioner_.deleted, ::testing::ElementsAre(0));
   EXPECT_FALSE(provisioner_.kernel.contains(0));
+}
+
+}  // namespace
+}  // namespace blk::agent
+
+namespace blk::agent {
+namespace {
+
+google::protobuf::FieldMask Mask(std::initializer_list<const char*> paths) {
+  google::protobuf::FieldMask mask;
+  for (const char* path : paths) mask.add_paths(path);
+  return mask;
+}
+
+v1::Volume RqAffinityChange(const std::string& id, uint32_t value) {
+  v1::Volume changes;
+  changes.set_id(id);
+  changes.set_rq_affinity(value);
+  return changes;
+}
+
+class TunablesTest : public VolumeTableTest {};
+
+TEST_F(TunablesTest, CreateAppliesRqAffinityAndGetReadsItBack) {
+  v1::Volume spec = NullVolume("v1");
+  spec.set_rq_affinity(2);
+  auto volume = Table().Create(spec);
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  EXPECT_EQ(provisioner_.devices["v1"]->rq_affinity, 2u);
+  EXPECT_EQ(volume->rq_affinity(), 2u);
+  ASSERT_TRUE(volume->status().has_rq_affinity());
+  EXPECT_EQ(volume->status().rq_affinity(), 2u);
+  EXPECT_FALSE(volume->status().rq_affinity_redirected());
+  // What GetVolume shows is read from the device, not remembered.
+  provisioner_.devices["v1"]->rq_affinity = 0;
+  provisioner_.devices["v1"]->redirected = true;
+  auto got = Table().Get("v1");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->status().rq_affinity(), 0u);
+  EXPECT_TRUE(got->status().rq_affinity_redirected());
+}
+
+TEST_F(TunablesTest, WithoutRqAffinityTheKernelDefaultIsLeftAlone) {
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
+  EXPECT_EQ(provisioner_.devices["v1"]->rq_affinity_writes, 0);
+  auto got = Table().Get("v1");
+  ASSERT_TRUE(got.ok());
+  EXPECT_FALSE(got->has_rq_affinity());
+  EXPECT_EQ(got->status().rq_affinity(), 1u);
+}
+
+TEST_F(TunablesTest, ANewVolumeWhoseRqAffinityCannotBeAppliedIsNotCreated) {
+  provisioner_.rq_affinity_error = absl::PermissionDeniedError("read-only sysfs");
+  v1::Volume spec = NullVolume("v1");
+  spec.set_rq_affinity(2);
+  auto volume = Table().Create(spec);
+  EXPECT_EQ(volume.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(volume.status().message()), HasSubstr("volume.rq_affinity"));
+  EXPECT_TRUE(provisioner_.devices["v1"]->stopped);
+  EXPECT_THAT(Table().List(), SizeIs(0));
+  Restart();
+  EXPECT_THAT(Table().List(), SizeIs(0));
+}
+
+TEST_F(TunablesTest, CreateAgainWithAnotherRqAffinityIsTheSameVolumeAndChangesNothing) {
+  v1::Volume spec = NullVolume("v1");
+  spec.set_rq_affinity(2);
+  ASSERT_TRUE(Table().Create(spec).ok());
+  for (std::optional<uint32_t> other : {std::optional<uint32_t>(0), std::optional<uint32_t>()}) {
+    v1::Volume again = NullVolume("v1");
+    if (other) again.set_rq_affinity(*other);
+    auto volume = Table().Create(again);
+    ASSERT_TRUE(volume.ok()) << volume.status();
+    EXPECT_EQ(volume->rq_affinity(), 2u);
+    EXPECT_EQ(volume->status().rq_affinity(), 2u);
+  }
+  EXPECT_EQ(provisioner_.devices["v1"]->rq_affinity_writes, 1);
+  EXPECT_EQ(provisioner_.calls, 1);
+}
+
+TEST_F(TunablesTest, PlacementIsPartOfTheSpecInCanonicalForm) {
+  v1::Volume spec = NullVolume("v1");
+  spec.set_placement("0");
+  auto volume = Table().Create(spec);
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  EXPECT_EQ(volume->placement(), "0");
+  v1::Volume other = NullVolume("v1");
+  other.set_placement("spread");
+  auto refused = Table().Create(other);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("placement"));
+
+  // "" and "hctx" are the same placement.
+  ASSERT_TRUE(Table().Create(NullVolume("v2")).ok());
+  v1::Volume hctx = NullVolume("v2");
+  hctx.set_placement("hctx");
+  auto same = Table().Create(hctx);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(same->placement(), "hctx");
+}
+
+TEST_F(TunablesTest, BadPlacementsAreInvalidArgumentNamingTheField) {
+  for (const char* bad : {"everywhere", "0,", "5000", "1023"}) {
+    v1::Volume spec = NullVolume("v1");
+    spec.set_placement(bad);
+    auto volume = Table().Create(spec);
+    EXPECT_EQ(volume.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(volume.status().message()), HasSubstr("volume.placement")) << bad;
+  }
+  EXPECT_EQ(provisioner_.calls, 0);
+}
+
+TEST_F(TunablesTest, CreateWithRqAffinityThreeIsInvalidArgument) {
+  v1::Volume spec = NullVolume("v1");
+  spec.set_rq_affinity(3);
+  auto volume = Table().Create(spec);
+  EXPECT_EQ(volume.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(volume.status().message()), HasSubstr("volume.rq_affinity: 3"));
+  EXPECT_EQ(provisioner_.calls, 0);
+}
+
+TEST_F(TunablesTest, UpdateSetsEachValueOnTheDeviceAndPersistsIt) {
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
+  for (uint32_t value : {0u, 1u, 2u}) {
+    auto volume = Table().Update(RqAffinityChange("v1", value), Mask({"rq_affinity"}));
+    ASSERT_TRUE(volume.ok()) << volume.status();
+    EXPECT_EQ(volume->rq_affinity(), value);
+    EXPECT_EQ(volume->status().rq_affinity(), value);
+    EXPECT_EQ(provisioner_.devices["v1"]->rq_affinity, value);
+    VolumeRegistry::Loaded loaded = Registry().LoadAll();
+    ASSERT_THAT(loaded.records, SizeIs(1));
+    EXPECT_EQ(loaded.records[0].spec.rq_affinity(), value);
+  }
+}
+
+TEST_F(TunablesTest, AnUpdatedRqAffinityIsAppliedAgainWhenTheDeviceIsRecreated) {
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
+  ASSERT_TRUE(Table().Update(RqAffinityChange("v1", 0), Mask({"rq_affinity"})).ok());
+  provisioner_.KillServer();
+  provisioner_.kernel.clear();  // e.g. a reboot: the device must be created again
+  Restart();
+  auto volume = Table().Get("v1");
+  ASSERT_TRUE(volume.ok());
+  EXPECT_EQ(volume->status().state(), v1::VOLUME_STATE_LIVE);
+  EXPECT_EQ(provisioner_.devices["v1"]->rq_affinity, 0u);
+  EXPECT_EQ(volume->status().rq_affinity(), 0u);
+}
+
+TEST_F(TunablesTest, RqAffinityIsAppliedAgainWhenAKilledAgentRecoversTheDevice) {
+  v1::Volume spec = NullVolume("v1");
+  spec.set_rq_affinity(2);
+  ASSERT_TRUE(Table().Create(spec).ok());
+  KillAndRestart();
+  EXPECT_EQ(provisioner_.recovered, 1);
+  EXPECT_EQ(provisioner_.devices["v1"]->rq_affinity, 2u);
+}
+
+TEST_F(TunablesTest, RefusedUpdatesChangeNothing) {
+  v1::Volume spec = NullVolume("v1");
+  spec.set_rq_affinity(1);
+  ASSERT_TRUE(Table().Create(spec).ok());
+  struct Case {
+    v1::Volume changes;
+    google::protobuf::FieldMask mask;
+    absl::StatusCode code;
+    const char* message;
+  };
+  v1::Volume unset;
+  unset.set_id("v1");
+  v1::Volume resize = RqAffinityChange("v1", 2);
+  resize.set_size_bytes(1 << 30);
+  const Case cases[] = {
+      {RqAffinityChange("v1", 3), Mask({"rq_affinity"}), absl::StatusCode::kInvalidArgument,
+       "volume.rq_affinity: 3 is not 0, 1 or 2"},
+      {RqAffinityChange("v1", 2), Mask({}), absl::StatusCode::kInvalidArgument,
+       "update_mask: names no field"},
+      {resize, Mask({"rq_affinity", "size_bytes"}), absl::StatusCode::kInvalidArgument,
+       "update_mask: 'size_bytes' cannot be updated (updatable: rq_affinity)"},
+      {unset, Mask({"rq_affinity"}), absl::StatusCode::kInvalidArgument,
+       "volume.rq_affinity: must be set"},
+      {RqAffinityChange("Bad Id", 2), Mask({"rq_affinity"}), absl::StatusCode::kInvalidArgument,
+       "volume.id"},
+      {RqAffinityChange("nope", 2), Mask({"rq_affinity"}), absl::StatusCode::kNotFound, "nope"},
+  };
+  for (const Case& c : cases) {
+    auto volume = Table().Update(c.changes, c.mask);
+    EXPECT_EQ(volume.status().code(), c.code) << c.message;
+    EXPECT_THAT(std::string(volume.status().message()), HasSubstr(c.message));
+  }
+  EXPECT_EQ(provisioner_.devices["v1"]->rq_affinity, 1u);
+  EXPECT_EQ(provisioner_.devices["v1"]->rq_affinity_writes, 1);
+  auto volume = Table().Get("v1");
+  ASSERT_TRUE(volume.ok());
+  EXPECT_EQ(volume->rq_affinity(), 1u);
+  EXPECT_EQ(volume->size_bytes(), uint64_t{64} << 20);
+  EXPECT_EQ(Registry().LoadAll().records[0].spec.rq_affinity(), 1u);
+}
+
+TEST_F(TunablesTest, AnUpdateTheKernelRefusesIsNotRecorded) {
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
+  provisioner_.devices["v1"]->rq_affinity_error = absl::InternalError("write: Invalid argument");
+  auto volume = Table().Update(RqAffinityChange("v1", 2), Mask({"rq_affinity"}));
+  EXPECT_EQ(volume.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(volume.status().message()), HasSubstr("volume.rq_affinity"));
+  EXPECT_FALSE(Table().Get("v1")->has_rq_affinity());
+  EXPECT_FALSE(Registry().LoadAll().records[0].spec.has_rq_affinity());
+  // The volume is not left busy.
+  provisioner_.devices["v1"]->rq_affinity_error = absl::OkStatus();
+  EXPECT_TRUE(Table().Update(RqAffinityChange("v1", 2), Mask({"rq_affinity"})).ok());
+}
+
+TEST_F(TunablesTest, ADegradedVolumeTakesTheUpdateWhenItsDeviceComesUp) {
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
+  provisioner_.KillServer();
+  provisioner_.SetFailure(absl::UnavailableError("backend gone"));
+  Restart();
+  ASSERT_EQ(Table().Get("v1")->status().state(), v1::VOLUME_STATE_DEGRADED);
+  auto volume = Table().Update(RqAffinityChange("v1", 0), Mask({"rq_affinity"}));
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  EXPECT_FALSE(volume->status().has_rq_affinity());  // no device to read it from
+  provisioner_.SetFailure(absl::OkStatus());
+  Restart();
+  EXPECT_EQ(Table().Get("v1")->status().state(), v1::VOLUME_STATE_LIVE);
+  EXPECT_EQ(provisioner_.devices["v1"]->rq_affinity, 0u);
 }
 
 }  // namespace

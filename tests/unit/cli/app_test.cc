@@ -110,6 +110,50 @@ TEST_F(Blkctl, CreateVolumeLeavesUnsetTunablesAtZeroForTheServerDefault) {
   EXPECT_FALSE(sent.read_only());
 }
 
+TEST_F(Blkctl, CreateVolumeSendsRqAffinityAndPlacement) {
+  Outcome outcome = RunAgainstAgent({"create-volume", "v1", "--size", "1G", "--backend", "null://",
+                                     "--rq-affinity", "0", "--placement", "0,2-3"});
+  ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
+  const blk::v1::Volume sent = agent_.service().last_create().volume();
+  ASSERT_TRUE(sent.has_rq_affinity());
+  EXPECT_EQ(sent.rq_affinity(), 0u);
+  EXPECT_EQ(sent.placement(), "0,2-3");
+}
+
+TEST_F(Blkctl, CreateVolumeWithoutRqAffinityLeavesItUnsetForTheKernelDefault) {
+  ASSERT_EQ(
+      RunAgainstAgent({"create-volume", "v1", "--size", "1G", "--backend", "null://"}).exit_code,
+      kExitOk);
+  EXPECT_FALSE(agent_.service().last_create().volume().has_rq_affinity());
+  EXPECT_EQ(agent_.service().last_create().volume().placement(), "");
+}
+
+TEST_F(Blkctl, UpdateVolumeSendsTheValueAndAMaskNamingIt) {
+  ASSERT_EQ(
+      RunAgainstAgent({"create-volume", "v1", "--size", "1G", "--backend", "null://"}).exit_code,
+      kExitOk);
+  Outcome outcome = RunAgainstAgent({"update-volume", "v1", "--rq-affinity", "2"});
+  ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
+  const blk::v1::UpdateVolumeRequest sent = agent_.service().last_update();
+  EXPECT_EQ(sent.volume().id(), "v1");
+  EXPECT_EQ(sent.volume().rq_affinity(), 2u);
+  EXPECT_THAT(sent.update_mask().paths(), ElementsAre("rq_affinity"));
+  EXPECT_THAT(outcome.out, HasSubstr("rq affinity:  2\n"));
+}
+
+TEST_F(Blkctl, UpdateVolumeLeavesRangeChecksToTheAgent) {
+  // The agent is the one authority on valid values; blkctl passes 3 on and prints the refusal.
+  ASSERT_EQ(
+      RunAgainstAgent({"create-volume", "v1", "--size", "1G", "--backend", "null://"}).exit_code,
+      kExitOk);
+  agent_.service().FailWith(
+      grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "volume.rq_affinity: 3 is not 0, 1 or 2"));
+  Outcome outcome = RunAgainstAgent({"update-volume", "v1", "--rq-affinity", "3"});
+  EXPECT_EQ(outcome.exit_code, kExitRpcError);
+  EXPECT_EQ(outcome.err, "blkctl: INVALID_ARGUMENT: volume.rq_affinity: 3 is not 0, 1 or 2\n");
+  EXPECT_EQ(agent_.service().last_update().volume().rq_affinity(), 3u);
+}
+
 TEST_F(Blkctl, ServerErrorIsPrintedWithItsCodeAndExitsOne) {
   ASSERT_EQ(
       RunAgainstAgent({"create-volume", "v1", "--size", "64M", "--backend", "null://"}).exit_code,
@@ -320,14 +364,21 @@ INSTANTIATE_TEST_SUITE_P(
                   {"stats", "a", "--interval", "0"},
                   "invalid interval '0': must be positive"},
         UsageCase{"ZeroCount", {"stats", "a", "--count", "0"}, "--count"},
-        UsageCase{"StatsWithoutId", {"stats"}, "ID"}),
+        UsageCase{"StatsWithoutId", {"stats"}, "ID"},
+        UsageCase{"UpdateWithoutTunable", {"update-volume", "a"}, "needs a tunable to change"},
+        UsageCase{
+            "NegativeRqAffinity", {"update-volume", "a", "--rq-affinity", "-1"}, "--rq-affinity"},
+        UsageCase{"NonNumericRqAffinity",
+                  {"create-volume", "v1", "--size", "1G", "--backend", "null://", "--rq-affinity",
+                   "same"},
+                  "--rq-affinity"}),
     [](const ::testing::TestParamInfo<UsageCase>& info) { return info.param.name; });
 
 TEST(BlkctlHelp, ExitsZeroAndListsTheCommands) {
   Outcome outcome = RunWith({"--help"});
   EXPECT_EQ(outcome.exit_code, kExitOk);
-  for (const char* command :
-       {"create-volume", "delete-volume", "get-volume", "list-volumes", "node-info", "stats"}) {
+  for (const char* command : {"create-volume", "update-volume", "delete-volume", "get-volume",
+                              "list-volumes", "node-info", "stats"}) {
     EXPECT_THAT(outcome.out, HasSubstr(command));
   }
 }

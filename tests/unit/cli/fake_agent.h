@@ -83,6 +83,22 @@ class FakeVolumeService final : public blk::v1::VolumeService::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status UpdateVolume(grpc::ServerContext* context,
+                            const blk::v1::UpdateVolumeRequest* request,
+                            blk::v1::UpdateVolumeResponse* response) override {
+    if (auto failure = Record(context, "UpdateVolume", *request)) return *failure;
+    std::lock_guard lock(mutex_);
+    auto found = volumes_.find(request->volume().id());
+    if (found == volumes_.end()) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          "volume " + request->volume().id() + " not found");
+    }
+    found->second.set_rq_affinity(request->volume().rq_affinity());
+    found->second.mutable_status()->set_rq_affinity(request->volume().rq_affinity());
+    *response->mutable_volume() = found->second;
+    return grpc::Status::OK;
+  }
+
   grpc::Status ListVolumes(grpc::ServerContext* context, const blk::v1::ListVolumesRequest* request,
                            blk::v1::ListVolumesResponse* response) override {
     if (auto failure = Record(context, "ListVolumes", *request)) return *failure;
@@ -152,6 +168,10 @@ class FakeVolumeService final : public blk::v1::VolumeService::Service {
     std::lock_guard lock(mutex_);
     return last_create_;
   }
+  blk::v1::UpdateVolumeRequest last_update() const {
+    std::lock_guard lock(mutex_);
+    return last_update_;
+  }
   blk::v1::DeleteVolumeRequest last_delete() const {
     std::lock_guard lock(mutex_);
     return last_delete_;
@@ -167,6 +187,7 @@ class FakeVolumeService final : public blk::v1::VolumeService::Service {
       methods_.push_back(method);
       if constexpr (std::is_same_v<Request, blk::v1::CreateVolumeRequest>) last_create_ = request;
       if constexpr (std::is_same_v<Request, blk::v1::DeleteVolumeRequest>) last_delete_ = request;
+      if constexpr (std::is_same_v<Request, blk::v1::UpdateVolumeRequest>) last_update_ = request;
       if (failure_) return failure_;
     }
     if (hang_) {
@@ -191,6 +212,7 @@ class FakeVolumeService final : public blk::v1::VolumeService::Service {
   std::vector<std::string> methods_;
   blk::v1::CreateVolumeRequest last_create_;
   blk::v1::DeleteVolumeRequest last_delete_;
+  blk::v1::UpdateVolumeRequest last_update_;
 };
 
 // A temporary directory removed with everything in it.

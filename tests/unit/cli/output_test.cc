@@ -71,9 +71,28 @@ TEST(RenderVolume, ListsEveryFieldOnePerLine) {
             "queue depth:  64\n"
             "read only:    no\n"
             "fail fast:    no\n"
+            "placement:    hctx\n"
+            "rq affinity:  - (kernel default)\n"
             "state:        live\n"
             "device:       /dev/ublkb3\n"
-            "device id:    3\n");
+            "device id:    3\n"
+            "rq redirect:  no\n");
+}
+
+TEST(RenderVolume, ShowsRqAffinityReadBackAndWhatWasAsked) {
+  blk::v1::Volume volume = LiveFileVolume();
+  volume.set_placement("0,2-3");
+  volume.set_rq_affinity(2);
+  volume.mutable_status()->set_rq_affinity(2);
+  volume.mutable_status()->set_rq_affinity_redirected(true);
+  std::string rendered = RenderVolume(volume);
+  EXPECT_THAT(rendered, HasSubstr("placement:    0,2-3\n"));
+  EXPECT_THAT(rendered, HasSubstr("rq affinity:  2\n"));
+  EXPECT_THAT(rendered, HasSubstr("rq redirect:  yes\n"));
+  volume.mutable_status()->set_rq_affinity(1);  // someone wrote sysfs behind the agent's back
+  EXPECT_THAT(RenderVolume(volume), HasSubstr("rq affinity:  1 (requested 2)\n"));
+  volume.mutable_status()->clear_rq_affinity();
+  EXPECT_THAT(RenderVolume(volume), HasSubstr("rq affinity:  - (requested 2)\n"));
 }
 
 TEST(RenderVolume, ShowsTheStatusMessageOfAFailedVolume) {
@@ -86,6 +105,8 @@ TEST(RenderVolume, ShowsTheStatusMessageOfAFailedVolume) {
             "queue depth:  128\n"
             "read only:    yes\n"
             "fail fast:    no\n"
+            "placement:    hctx\n"
+            "rq affinity:  - (kernel default)\n"
             "state:        failed\n"
             "device:       -\n"
             "message:      ADD_DEV: Operation not permitted\n");

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# rq_affinity and queue-thread placement on a real kernel: every rq_affinity
+# value set with update-volume (and at create) reaches the device's sysfs and
+# shows in get-volume and /metrics; invalid values are refused and change
+# nothing; completions are reported redirected exactly when the kernel
+# advertises UBLK_F_SUPPORT_RQ_AFFINITY; queue threads run where the placement
+# says (hctx, spread, a CPU list); and all of it still holds after kill -9 and
+# restart (device recovered) and after the devices were deleted and re-created.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+METRICS="127.0.0.1:9477"
+scrape() { curl -fsS "http://$METRICS/metrics"; }
+metric() { scrape | awk -v m="$1" '$1 == m { print $2 }'; }
+volume_json() { ctl get-volume "$1" -o json; }
+sysfs_rq_affinity() { cat "/sys/block/$(basename "$(volume_device "$1")")/queue/rq_affinity"; }
+device_number() { local dev && dev="$(volume_device "$1")" && echo "${dev#/dev/ublkb}"; }
+
+# "0-2,5" or "0, 1, 2, 5" -> "0 1 2 5"
+expand_cpus() {
+  local item cpu out=()
+  for item in $(tr -d ' ' <<<"$1" | tr ',' ' '); do
+    if [[ "$item" == *-* ]]; then
+      for ((cpu = ${item%-*}; cpu <= ${item#*-}; cpu++)); do out+=("$cpu"); done
+    else
+      out+=("$item")
+    fi
+  done
+  echo "${out[*]}"
+}
+
+# The Cpus_allowed_list of the agent's thread named blkq<device>-<queue>.
+queue_thread_cpus() {
+  local name="blkq$1-$2" task
+  for task in /proc/"$AGENT_PID"/task/*; do
+    if [[ "$(cat "$task/comm" 2>/dev/null)" == "$name" ]]; then
+      awk '$1 == "Cpus_allowed_list:" { print $2 }' "$task/status"
+      return 0
+    fi
+  done
+  fail "no thread named $name in blkagent (pid $AGENT_PID)"
+}
+
+# expect_queue_cpus VOLUME QUEUE EXPECTED-CPUS (a space-separated list)
+expect_queue_cpus() {
+  local devid
+  devid="$(device_number "$1")"
+  expect_eq "CPUs of $1's queue $2 thread (blkq$devid-$2)" "$3" \
+    "$(expand_cpus "$(queue_thread_cpus "$devid" "$2")")"
+}
+
+# expect_rq_affinity VOLUME VALUE: sysfs, get-volume and /metrics all agree.
+expect_rq_affinity() {
+  local volume="$1" value="$2"
+  expect_eq "$volume: sysfs queue/rq_affinity" "$value" "$(sysfs_rq_affinity "$volume")"
+  expect_eq "$volume: get-volume status.rqAffinity" "$value" \
+    "$(volume_json "$volume" | jq -r '.volume.status.rqAffinity')"
+  expect_eq "$volume: blk_volume_rq_affinity" "$value" \
+    "$(metric "blk_volume_rq_affinity{volume=\"$volume\"}")"
+}
+
+# The expected redirection: whether the kernel advertises the flag (bit 21,
+# server/ublk_abi.h kFSupportRqAffinity); neither test kernel does.
+expected_redirected() {
+  local features
+  features="$(ctl node-info -o json | jq -r '.ublkFeatures // "0"')"
+  if (((features >> 21) & 1)); then echo true; else echo false; fi
+}
+
+expect_redirected() {
+  local volume="$1" want="$2" metric_want=0
+  [[ "$want" == true ]] && metric_want=1
+  expect_eq "$volume: get-volume status.rqAffinityRedirected" "$want" \
+    "$(volume_json "$volume" | jq -r '.volume.status.rqAffinityRedirected // false')"
+  expect_eq "$volume: blk_volume_rq_affinity_redirected" "$metric_want" \
+    "$(metric "blk_volume_rq_affinity_redirected{volume=\"$volume\"}")"
+}
+
+expect_placement_info() {
+  scrape | grep -q "^blk_volume_placement_info{.*volume=\"$1\".*} 1" ||
+    fail "no blk_volume_placement_info for $1"
+  scrape | grep "^blk_volume_placement_info{.*volume=\"$1\"" | grep -q "placement=\"$2\"" ||
+    fail "blk_volume_placement_info of $1 is not placement=\"$2\": $(scrape | grep placement_info)"
+  echo "ok: blk_volume_placement_info{volume=\"$1\",placement=\"$2\"}"
+}
+
+# Everything checked after each restart.
+check_volumes() {
+  local when="$1"
+  step "volumes after $when"
+  expect_rq_affinity upd 2
+  expect_rq_affinity one 1
+  expect_queue_cpus spr 0 "${allowed[0]}"
+  expect_queue_cpus spr 1 "${allowed[1 % ${#allowed[@]}]}"
+  expect_queue_cpus lst 0 "$last_cpu"
+  expect_queue_cpus lst 1 "$last_cpu"
+  expect_placement_info spr spread
+  expect_placement_info lst "$last_cpu"
+}
+
+main() {
+  start_agent --on-exit delete --metrics-address "$METRICS"
+  local -a allowed
+  read -r -a allowed <<<"$(expand_cpus "$(awk '$1 == "Cpus_allowed_list:" { print $2 }' \
+    "/proc/$AGENT_PID/status")")"
+  echo "the agent may use CPUs ${allowed[*]}"
+  local last_cpu="${allowed[-1]}"
+
+  step "rq_affinity 0, 1, 2 set with update-volume"
+  ctl create-volume upd --size 16M --backend null://
+  expect_eq "upd: no rq_affinity asked" null "$(volume_json upd | jq -r '.volume.rqAffinity')"
+  local value
+  for value in 0 1 2 0 2; do
+    ctl update-volume upd --rq-affinity "$value" >/dev/null
+    expect_rq_affinity upd "$value"
+    expect_eq "upd: get-volume rqAffinity (asked)" "$value" \
+      "$(volume_json upd | jq -r '.volume.rqAffinity')"
+  done
+
+  step "create with --rq-affinity 1"
+  ctl create-volume one --size 16M --backend null:// --rq-affinity 1 >/dev/null
+  expect_rq_affinity one 1
+
+  step "invalid values are refused and change nothing"
+  expect_fail_with "INVALID_ARGUMENT: volume.rq_affinity: 3 is not 0, 1 or 2" "update to 3" \
+    ctl update-volume upd --rq-affinity 3
+  expect_rq_affinity upd 2
+  expect_fail_with "INVALID_ARGUMENT: volume.rq_affinity: 7" "create with 7" \
+    ctl create-volume bad --size 16M --backend null:// --rq-affinity 7
+  expect_fail_with "NOT_FOUND" "update of an unknown volume" \
+    ctl update-volume nosuch --rq-affinity 1
+  expect_fail_with "INVALID_ARGUMENT: volume.placement: CPU 1000 is not one this agent may use" \
+    "placement on a CPU the agent may not use" \
+    ctl create-volume bad --size 16M --backend null:// --placement "0,1000"
+  expect_fail_with "INVALID_ARGUMENT: volume.placement: 'everywhere'" "unknown placement" \
+    ctl create-volume bad --size 16M --backend null:// --placement everywhere
+  expect_eq "volumes after the refusals" "one,upd" \
+    "$(ctl list-volumes -o json | jq -r '[.volumes[].id] | join(",")')"
+  # Creating an existing volume again with another rq_affinity is the same volume.
+  ctl create-volume one --size 16M --backend null:// --rq-affinity 2 >/dev/null
+  expect_rq_affinity one 1
+
+  step "completion redirection matches the kernel's GET_FEATURES"
+  local redirected
+  redirected="$(expected_redirected)"
+  echo "the kernel advertises SUPPORT_RQ_AFFINITY: $redirected"
+  expect_redirected upd "$redirected"
+  expect_redirected one "$redirected"
+
+  step "placement: hctx (the default) pins each queue thread to its hctx CPUs"
+  ctl create-volume hct --size 16M --backend null:// --queues 2 >/dev/null
+  local devid q
+  devid="$(device_number hct)"
+  for q in 0 1; do
+    expect_queue_cpus hct "$q" "$(expand_cpus "$(cat "/sys/block/ublkb$devid/mq/$q/cpu_list")")"
+  done
+  expect_placement_info hct hctx
+
+  step "placement: spread puts queue i on the i-th allowed CPU"
+  ctl create-volume spr --size 16M --backend "file://$WORK/spr.img" --queues 2 \
+    --placement spread >/dev/null
+  expect_queue_cpus spr 0 "${allowed[0]}"
+  expect_queue_cpus spr 1 "${allowed[1 % ${#allowed[@]}]}"
+  fio_verify "$(volume_device spr)" 8M
+
+  step "placement: an explicit list"
+  ctl create-volume lst --size 16M --backend null:// --queues 2 --placement "$last_cpu" >/dev/null
+  expect_eq "lst: placement in get-volume" "$last_cpu" \
+    "$(volume_json lst | jq -r '.volume.placement')"
+  expect_queue_cpus lst 0 "$last_cpu"
+  expect_queue_cpus lst 1 "$last_cpu"
+  check_volumes "creating them"
+
+  step "kill -9 with rq_affinity changed behind the agent's back: the restarted agent re-applies it"
+  local upd_dev
+  upd_dev="$(volume_device upd)"
+  kill_agent
+  echo 0 >"/sys/block/$(basename "$upd_dev")/queue/rq_affinity"
+  start_agent --on-exit delete --metrics-address "$METRICS"
+  check_volumes "kill -9 and restart (devices recovered)"
+  expect_redirected upd "$redirected"
+
+  step "devices deleted with the agent, re-created by the next one"
+  stop_agent
+  [[ -z "$(ls /dev/ublkc* 2>/dev/null)" ]] || fail "devices left after --on-exit delete: $(ls /dev/ublkc*)"
+  start_agent --on-exit delete --metrics-address "$METRICS"
+  check_volumes "a restart that re-created the devices"
+  expect_redirected one "$redirected"
+}
+main "$@"

@@ -35,11 +35,15 @@ class VolumeDevice {
         absl::StrCat("volume '", volume_id, "': its device keeps no I/O statistics"));
   }
   // The block queue's rq_affinity (0..2), read from the kernel now.
-  virtual absl::StatusOr<uint32_t> RqAffinity() const = 0;
-  virtual absl::Status SetRqAffinity(uint32_t value) = 0;
+  virtual absl::StatusOr<uint32_t> RqAffinity() const {
+    return absl::UnimplementedError("this device has no block queue settings");
+  }
+  virtual absl::Status SetRqAffinity(uint32_t /*value*/) {
+    return absl::UnimplementedError("this device has no block queue settings");
+  }
   // Whether the kernel completes requests where rq_affinity says
   // (UBLK_F_SUPPORT_RQ_AFFINITY offered and granted).
-  virtual bool RqAffinityRedirected() const = 0;
+  virtual bool RqAffinityRedirected() const { return false; }
   // force=false refuses (FAILED_PRECONDITION) while the device is open.
   virtual absl::Status Stop(bool force) = 0;
   // Leaves the kernel device in place for the next agent (upgrade, restart).

@@ -2,8 +2,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <ostream>
 #include <optional>
+#include <ostream>
 #include <string>
 
 #include "absl/status/statusor.h"

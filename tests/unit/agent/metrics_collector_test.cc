@@ -6,6 +6,7 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "temp_dir.h"
 
@@ -19,6 +20,8 @@ using ::testing::Not;
 struct FakeStats {
   std::mutex mutex;
   std::map<std::string, v1::VolumeStats> by_volume;  // absent: the device keeps none
+  std::optional<uint32_t> rq_affinity;               // absent: cannot be read
+  bool redirected = false;
 };
 
 class StatsDevice final : public VolumeDevice {
@@ -34,6 +37,11 @@ class StatsDevice final : public VolumeDevice {
     if (it == stats_.by_volume.end()) return VolumeDevice::Stats(volume_id);
     return it->second;
   }
+  absl::StatusOr<uint32_t> RqAffinity() const override {
+    if (!stats_.rq_affinity) return VolumeDevice::RqAffinity();
+    return *stats_.rq_affinity;
+  }
+  bool RqAffinityRedirected() const override { return stats_.redirected; }
 
  private:
   int id_;
@@ -204,6 +212,24 @@ TEST_F(MetricsCollectorTest, StatsRpcSeesTheSameSnapshot) {
   EXPECT_EQ(table_->Stats("Bad_Id").status().code(), absl::StatusCode::kInvalidArgument);
   Create("quiet");
   EXPECT_EQ(table_->Stats("quiet").status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(MetricsCollectorTest, RqAffinityItsRedirectionAndPlacementPerVolume) {
+  stats_.rq_affinity = 2;
+  stats_.redirected = true;
+  Create("v1");
+  const std::string text = Scrape();
+  EXPECT_THAT(text, HasSubstr("blk_volume_rq_affinity{volume=\"v1\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("blk_volume_rq_affinity_redirected{volume=\"v1\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("blk_volume_placement_info{volume=\"v1\",placement=\"hctx\"} 1\n"));
+}
+
+TEST_F(MetricsCollectorTest, WithoutAReadableRqAffinityOnlyThePlacementIsShown) {
+  Create("v1");
+  const std::string text = Scrape();
+  EXPECT_THAT(text, Not(HasSubstr("blk_volume_rq_affinity{volume=\"v1\"}")));
+  EXPECT_THAT(text, Not(HasSubstr("blk_volume_rq_affinity_redirected{volume=\"v1\"}")));
+  EXPECT_THAT(text, HasSubstr("blk_volume_placement_info{volume=\"v1\",placement=\"hctx\"} 1\n"));
 }
 
 }  // namespace

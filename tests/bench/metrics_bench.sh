@@ -2,12 +2,13 @@
 # Usage: tests/bench/metrics_bench.sh BUILD_DIR
 #
 # Boots the newest kernel once and runs metrics_on_vs_off.sh there: fio 4k
-# random-read IOPS on a ublk `null` volume of an agent with per-I/O statistics
-# (A: the default, /metrics on) and of one started with --metrics-address off
-# (B: no counting on the data path), A/B/A/B, and the ratio A/B, i.e. what the
-# statistics cost. Results in ${BLK_BENCH_OUT:-BUILD_DIR/bench-results-metrics}/bench.json.
-# A measurement, not a test: there is no threshold. BLK_BENCH_RUNTIME and
-# BLK_BENCH_ROUNDS reach the guest script.
+# random-read IOPS on a ublk `null` volume of an agent started with
+# --metrics-address off (A: no per-I/O statistics on the data path) and of one
+# with them (B: the default), A/B/A/B, and the ratio B/A, i.e. what the
+# statistics leave of the IOPS. Results in
+# ${BLK_BENCH_OUT:-BUILD_DIR/bench-results-metrics}/bench.json. A measurement,
+# not a test: there is no threshold. BLK_BENCH_RUNTIME and BLK_BENCH_ROUNDS
+# reach the guest script.
 set -euo pipefail
 
 main() {

@@ -20,15 +20,11 @@ main() {
   export PATH="$build_dir/bin:$PATH"
   # shellcheck source=../vm/scenarios/lib.sh
   source "$(dirname "${BASH_SOURCE[0]}")/../vm/scenarios/lib.sh"
-
-  runtime="${BLK_BENCH_RUNTIME:-10}"
-  rounds="${BLK_BENCH_ROUNDS:-3}"
+  # shellcheck source=lib.sh
+  source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
   [[ -n "${BLK_BENCH_MODBASE:-}" ]] || fail "BLK_BENCH_MODBASE is not set (run nbd_bench.sh)"
   modprobe -d "$BLK_BENCH_MODBASE" nbd nbds_max=1 || fail "modprobe nbd failed"
-  pick_fio_engine
-  [[ "$fio_engine" == io_uring ]] || fail "fio cannot use io_uring here"
-
   nbdkit -f -i 127.0.0.1 -p 10809 memory 1G >>"$LOG_DIR/nbdkit.log" 2>&1 &
   local nbdkit_pid=$!
   on_exit kill "$nbdkit_pid"
@@ -54,37 +50,10 @@ main() {
   echo "kernel $(uname -r), $(nproc) cpus; A: /dev/nbd0 (nbd-client, 1 connection);" \
     "B: $ublk_dev (ublk NBD volume, 1 queue)"
   echo "fio: 4k randread over the first 256 MiB, iodepth 32, 1 job, io_uring, direct," \
-    "${runtime}s per run"
+    "${bench_runtime}s per run"
 
-  measure() {
-    local dev="$1" label="$2" json
-    json="$LOG_DIR/fio-$label.json"
-    fio --name=randread --filename="$dev" --rw=randread --bs=4k --iodepth=32 --numjobs=1 \
-      --size=256M --ioengine=io_uring --direct=1 --time_based --runtime="$runtime" \
-      --ramp_time=1 --group_reporting --output-format=json --output="$json" >/dev/null ||
-      fail "fio on $dev failed (see $json)"
-    jq -r '.jobs[0].read.iops | floor' "$json"
-  }
-
-  a_runs=() b_runs=()
-  for ((round = 1; round <= rounds; round++)); do
-    a="$(measure /dev/nbd0 "A$round")"
-    echo "round $round  A kernel nbd       $a IOPS"
-    b="$(measure "$ublk_dev" "B$round")"
-    echo "round $round  B ublk NBD volume  $b IOPS"
-    a_runs+=("$a") b_runs+=("$b")
-  done
-
-  jq -n --arg kernel "$(uname -r)" --argjson runtime "$runtime" \
-    --argjson a "$(printf '%s\n' "${a_runs[@]}" | jq -s .)" \
-    --argjson b "$(printf '%s\n' "${b_runs[@]}" | jq -s .)" '
-    { kernel: $kernel, runtime_seconds: $runtime,
-      a: { name: "kernel nbd client /dev/nbd0", iops: $a, mean: ($a | add / length | floor) },
-      b: { name: "ublk NBD volume, 1 queue", iops: $b, mean: ($b | add / length | floor) } }
-    | .ratio_b_over_a = ((.b.mean / .a.mean * 1000 | round) / 1000)' >"$BLK_VM_OUT/bench.json"
-
-  jq -r '"mean A \(.a.mean) IOPS, mean B \(.b.mean) IOPS, ratio B/A = \(.ratio_b_over_a)"' \
-    "$BLK_VM_OUT/bench.json"
+  bench_ab "kernel nbd client /dev/nbd0" /dev/nbd0 "ublk NBD volume, 1 queue" "$ublk_dev" \
+    --numjobs=1 --size=256M
   ctl delete-volume bench-nbd >/dev/null
   stop_agent
 }

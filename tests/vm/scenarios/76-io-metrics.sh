@@ -4,7 +4,8 @@
 # histogram too; the queue serving that CPU completes them locally; in-flight
 # returns to 0; a failing NBD export shows up as read errors; blkctl stats
 # shows the rates while fio runs; promtool accepts the scrape; a deleted
-# volume's series are gone from the next scrape; and an agent started with
+# volume's series are gone from the next scrape; queue threads placed off
+# their hctx CPUs complete remotely; and an agent started with
 # --metrics-address off refuses GetVolumeStats clearly.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -30,6 +31,25 @@ pinned_fio() {
 }
 busy=""
 stop_busy_fio() { kill "$busy" 2>/dev/null || true; }
+# queue_serving DEV CPU: the hctx (ublk queue) of DEV whose cpu_list has CPU (blk-mq's map).
+queue_serving() {
+  local hctx
+  for hctx in "/sys/block/${1#/dev/}/mq/"*; do
+    if [[ ",$(tr -d ' ' <"$hctx/cpu_list")," == *",$2,"* ]]; then
+      echo "${hctx##*/}"
+      return 0
+    fi
+  done
+  fail "no hctx of $1 lists CPU $2"
+}
+# cpus_label VOLUME QUEUE LABEL: hctx_cpus or thread_cpus of the queue, from blk_queue_cpus_info.
+cpus_label() {
+  scrape | sed -n "s/^blk_queue_cpus_info{volume=\"$1\",queue=\"$2\",.*$3=\"\([^\"]*\)\".*/\1/p"
+}
+# completions VOLUME QUEUE LOCALITY
+completions() {
+  metric "blk_queue_completions_total{volume=\"$1\",queue=\"$2\",locality=\"$3\"}"
+}
 inflight_is_zero() { [[ "$(metric "blk_volume_inflight_ios{volume=\"$1\"}")" == 0 ]]; }
 
 main() {
@@ -41,12 +61,9 @@ main() {
   ndev="$(volume_device n)"
   fdev="$(volume_device f)"
 
-  # The last CPU, and the queue whose hctx serves it (blk-mq's map, from sysfs).
-  local cpu=$(($(nproc) - 1)) queue="" hctx
-  for hctx in "/sys/block/${ndev#/dev/}/mq/"*; do
-    if [[ ",$(cat "$hctx/cpu_list" | tr -d ' ')," == *",$cpu,"* ]]; then queue="${hctx##*/}"; fi
-  done
-  [[ -n "$queue" ]] || fail "no hctx of $ndev lists CPU $cpu"
+  # The last CPU, and the queue whose hctx serves it.
+  local cpu=$(($(nproc) - 1)) queue
+  queue="$(queue_serving "$ndev" "$cpu")"
   echo "CPU $cpu is served by queue $queue of $ndev"
   local q="volume=\"n\",queue=\"$queue\""
   scrape | grep "^blk_queue_cpus_info{volume=\"n\"" >"$LOG_DIR/cpus-info.txt" || true
@@ -98,19 +115,69 @@ main() {
     "$(jq '.jobs[0].write.io_bytes' "$LOG_DIR/fio-write.json")" \
     $(($(metric 'blk_volume_bytes_total{volume="f",op="write"}') - wb0))
 
+  if (($(nproc) > 1)); then
+    step "queue threads off their hctx CPUs: completions count as remote"
+    local other=$((cpu == 0 ? 1 : 0)) pdev pq r0 l0
+    ctl create-volume p --size 64M --backend null:// --queues 2 --placement "$other" >/dev/null
+    pdev="$(volume_device p)"
+    pq="$(queue_serving "$pdev" "$cpu")"
+    expect_eq "hctx CPUs of p's queue $pq" "$cpu" "$(cpus_label p "$pq" hctx_cpus)"
+    expect_eq "thread CPUs of p's queue $pq (placement $other)" "$other" \
+      "$(cpus_label p "$pq" thread_cpus)"
+    wait_for "p to be idle" 30 inflight_is_zero p
+    r0="$(completions p "$pq" remote)"
+    l0="$(completions p "$pq" local)"
+    pinned_fio fio-placed.log "$cpu" --name=placed --filename="$pdev" --rw=randread --bs=4k \
+      --size=16M --iodepth=16 --ioengine="$fio_engine" --direct=1 \
+      --output-format=json --output="$LOG_DIR/fio-placed.json"
+    wait_for "p to be idle after fio" 30 inflight_is_zero p
+    within_one_percent "remote completions of p's queue $pq" \
+      "$(jq '.jobs[0].read.total_ios' "$LOG_DIR/fio-placed.json")" $(($(completions p "$pq" remote) - r0))
+    expect_eq "local completions of p's queue $pq during fio" "$l0" "$(completions p "$pq" local)"
+
+    step "spread placement: local or remote as the thread's CPU and the hctx set say"
+    local sdev sq hctx_cpus thread_cpus locality
+    ctl create-volume sp --size 64M --backend null:// --queues 2 --placement spread >/dev/null
+    sdev="$(volume_device sp)"
+    sq="$(queue_serving "$sdev" "$cpu")"
+    hctx_cpus="$(cpus_label sp "$sq" hctx_cpus)"
+    thread_cpus="$(cpus_label sp "$sq" thread_cpus)"
+    # Spread pins queue i to the i-th CPU; blk-mq's queue-to-CPU map decides whether that is
+    # inside the queue's hctx set (kernels differ).
+    locality=remote
+    [[ "$thread_cpus" == "$hctx_cpus" ]] && locality=local
+    echo "sp: CPU $cpu is served by queue $sq (hctx $hctx_cpus), its thread runs on $thread_cpus: expect $locality"
+    wait_for "sp to be idle" 30 inflight_is_zero sp
+    r0="$(completions sp "$sq" "$locality")"
+    pinned_fio fio-spread.log "$cpu" --name=spread --filename="$sdev" --rw=randread --bs=4k \
+      --size=16M --iodepth=16 --ioengine="$fio_engine" --direct=1 \
+      --output-format=json --output="$LOG_DIR/fio-spread.json"
+    wait_for "sp to be idle after fio" 30 inflight_is_zero sp
+    within_one_percent "$locality completions of sp's queue $sq" \
+      "$(jq '.jobs[0].read.total_ios' "$LOG_DIR/fio-spread.json")" \
+      $(($(completions sp "$sq" "$locality") - r0))
+    ctl delete-volume p
+    ctl delete-volume sp
+  fi
+
   step "blkctl stats while fio runs"
+  local reads_before
+  reads_before="$(metric 'blk_volume_ios_total{volume="n",op="read"}')"
   fio --name=busy --filename="$ndev" --rw=randread --bs=4k --iodepth=16 --ioengine="$fio_engine" \
-    --direct=1 --time_based --runtime=8 >"$LOG_DIR/fio-busy.log" 2>&1 &
+    --direct=1 --time_based --runtime=300 >"$LOG_DIR/fio-busy.log" 2>&1 &
   busy=$!
   on_exit stop_busy_fio
+  reads_grew() { (($(metric 'blk_volume_ios_total{volume="n",op="read"}') > reads_before + 1000)); }
+  wait_for "fio to be reading from n" 60 reads_grew
   ctl stats n --interval 1s --count 3 -o json >"$LOG_DIR/stats.json" || fail "blkctl stats failed"
   ctl stats n --interval 1s --count 1 | tee "$LOG_DIR/stats.txt"
-  wait "$busy" || fail "the background fio failed"
+  stop_busy_fio
+  wait "$busy" || true
   cat "$LOG_DIR/stats.json"
   local best
   best="$(jq -s 'map(.readIops) | max | floor' "$LOG_DIR/stats.json")"
-  ((best > 0)) || fail "blkctl stats never showed reads while fio ran"
-  echo "ok: blkctl stats showed up to $best reads/s"
+  ((best > 0)) || fail "blkctl stats -o json never showed reads while fio ran"
+  echo "ok: blkctl stats -o json showed up to $best reads/s"
   awk 'NR == 2 { exit !($2 > 0) }' "$LOG_DIR/stats.txt" || fail "the stats table shows no r/s"
   wait_for "n to be idle after fio" 30 inflight_is_zero n
 

@@ -81,19 +81,18 @@ main() {
     "$(scrape | awk '$1 == "blk_node_bpf_locality_available" { print $2 }')"
 
   step "a ublk volume with two queues, its queue threads on CPU 0"
-  ctl create-volume loc --size 1G --queues 2 --backend null://
+  ctl create-volume loc --size 1G --queues 2 --backend null:// --placement 0
   local dev name
   dev="$(volume_device loc)"
   name="${dev#/dev/}"
   # CPUs 0 and 1 in different hardware queues, so a completion on CPU 0 of a
   # request from CPU 1 is "other", not "same_hctx_group".
   expect_eq "hctx CPU lists" "0 1" "$(cat /sys/block/"$name"/mq/*/cpu_list | sort -n | xargs)"
-  # Both queue threads (named blkq<device id>-<queue>) onto CPU 0.
+  # --placement 0: both queue threads (named blkq<device id>-<queue>) on CPU 0.
   local devid task pinned=0
   devid="$(ctl get-volume loc -o json | jq -r '.volume.status.deviceId // 0')"
   for task in /proc/"$AGENT_PID"/task/*; do
     [[ "$(cat "$task/comm")" == "blkq$devid-"* ]] || continue
-    taskset -pc 0 "${task##*/}" >/dev/null
     expect_eq "CPUs of queue thread $(cat "$task/comm")" 0 \
       "$(awk '$1 == "Cpus_allowed_list:" { print $2 }' "$task/status")"
     pinned=$((pinned + 1))
@@ -103,13 +102,17 @@ main() {
     fail "no completion series for $dev: $(scrape | grep blk_block_completions)"
   sysfs_set "/sys/block/$name/queue/nomerges" 2 # one request per fio I/O
 
-  # A kernel with UBLK_F_SUPPORT_RQ_AFFINITY (bit 21, proposed; neither test
-  # kernel has it) would honour rq_affinity=2 for ublk too.
-  local redirects=0 rq
-  (($(jq -r '.ublkFeatures // "0"' <<<"$info") & (1 << 21))) && redirects=1
+  # A kernel with UBLK_F_SUPPORT_RQ_AFFINITY (proposed; neither test kernel
+  # has it) would honour rq_affinity=2 for ublk too: GetVolume says so.
+  local redirects rq
   for rq in 0 1 2; do
-    step "ublk, rq_affinity=$rq (kernel redirects: $redirects)"
-    sysfs_set "/sys/block/$name/queue/rq_affinity" "$rq"
+    step "ublk, rq_affinity=$rq"
+    ctl update-volume loc --rq-affinity "$rq" >/dev/null
+    expect_eq "$name rq_affinity after update-volume" "$rq" "$(cat "/sys/block/$name/queue/rq_affinity")"
+    redirects=0
+    [[ "$(ctl get-volume loc -o json | jq -r '.volume.status.rqAffinityRedirected // false')" == true ]] &&
+      redirects=1
+    echo "the kernel redirects ublk completions: $redirects"
     measure "$dev" "ublk-rq$rq"
     if ((redirects && rq == 2)); then
       mostly "ublk rq_affinity=2, redirected" "$SAME_CPU" "on the submitting CPU"

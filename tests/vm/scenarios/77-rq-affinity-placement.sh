@@ -4,8 +4,10 @@
 # shows in get-volume and /metrics; invalid values are refused and change
 # nothing; completions are reported redirected exactly when the kernel
 # advertises UBLK_F_SUPPORT_RQ_AFFINITY; queue threads run where the placement
-# says (hctx, spread, a CPU list); and all of it still holds after kill -9 and
-# restart (device recovered) and after the devices were deleted and re-created.
+# says (hctx, spread, a CPU list), so that fio pinned to one CPU gets remote
+# completions where the thread serving it runs elsewhere; and all of it still
+# holds after kill -9 and restart (device recovered) and after the devices were
+# deleted and re-created.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 METRICS="127.0.0.1:9477"
@@ -81,6 +83,51 @@ expect_placement_info() {
   scrape | grep "^blk_volume_placement_info{.*volume=\"$1\"" | grep -q "placement=\"$2\"" ||
     fail "blk_volume_placement_info of $1 is not placement=\"$2\": $(scrape | grep placement_info)"
   echo "ok: blk_volume_placement_info{volume=\"$1\",placement=\"$2\"}"
+}
+
+# The queue of VOLUME whose hctx serves CPU (blk-mq's map, from sysfs).
+serving_queue() {
+  local hctx
+  for hctx in "/sys/block/ublkb$(device_number "$1")/mq/"*; do
+    if [[ ",$(tr -d ' ' <"$hctx/cpu_list")," == *",$2,"* ]]; then
+      echo "${hctx##*/}"
+      return 0
+    fi
+  done
+  fail "no hctx of $1 lists CPU $2"
+}
+
+completions() { metric "blk_queue_completions_total{volume=\"$1\",queue=\"$2\",locality=\"$3\"}"; }
+inflight_is_zero() { [[ "$(metric "blk_volume_inflight_ios{volume=\"$1\"}")" == 0 ]]; }
+
+# expect_completions VOLUME CPU LOCALITY: fio pinned to CPU reads from VOLUME;
+# the queue serving CPU counts all of fio's I/Os (within 1%) as LOCALITY and
+# none as the other.
+expect_completions() {
+  local volume="$1" cpu="$2" locality="$3" other=local queue
+  [[ "$locality" == local ]] && other=remote
+  queue="$(serving_queue "$volume" "$cpu")"
+  wait_for "$volume to be idle" 30 inflight_is_zero "$volume"
+  local counted0 other0
+  counted0="$(completions "$volume" "$queue" "$locality")"
+  other0="$(completions "$volume" "$queue" "$other")"
+  [[ -n "$counted0" && -n "$other0" ]] || fail "no blk_queue_completions_total for $volume queue $queue"
+  pick_fio_engine
+  taskset -c "$cpu" fio --name=pinned --filename="$(volume_device "$volume")" --rw=randread \
+    --bs=4k --size=16M --iodepth=16 --ioengine="$fio_engine" --direct=1 \
+    --output-format=json --output="$LOG_DIR/fio-$volume-cpu$cpu.json" >/dev/null 2>&1 ||
+    fail "fio pinned to CPU $cpu on $volume failed"
+  wait_for "$volume to be idle after fio" 30 inflight_is_zero "$volume"
+  local ios counted
+  ios="$(jq '.jobs[0].read.total_ios' "$LOG_DIR/fio-$volume-cpu$cpu.json")"
+  counted=$(($(completions "$volume" "$queue" "$locality") - counted0))
+  local diff=$((counted - ios))
+  ((diff < 0)) && diff=$((-diff))
+  ((ios > 0 && diff * 100 <= ios)) ||
+    fail "$volume queue $queue: $counted $locality completions for fio's $ios reads from CPU $cpu"
+  echo "ok: $volume queue $queue (serving CPU $cpu): $counted $locality completions for fio's $ios reads"
+  expect_eq "$volume queue $queue: new $other completions" 0 \
+    $(($(completions "$volume" "$queue" "$other") - other0))
 }
 
 # Everything checked after each restart.
@@ -169,6 +216,26 @@ main() {
   expect_queue_cpus lst 0 "$last_cpu"
   expect_queue_cpus lst 1 "$last_cpu"
   check_volumes "creating them"
+
+  step "completion locality: fio pinned to one CPU, queue threads placed elsewhere count remote"
+  # A CPU whose serving queue spread puts on another CPU; none when the
+  # kernel's hctx map is the identity (6.12), where spread is hctx.
+  local cpu spread_cpu=""
+  for cpu in "${allowed[@]}"; do
+    q="$(serving_queue spr "$cpu")"
+    if [[ "$(expand_cpus "$(queue_thread_cpus "$(device_number spr)" "$q")")" != "$cpu" ]]; then
+      spread_cpu="$cpu"
+    fi
+  done
+  if [[ -n "$spread_cpu" ]]; then
+    expect_completions spr "$spread_cpu" remote
+  else
+    echo "spread puts every queue thread on its hctx CPU on this kernel: completions stay local"
+    expect_completions spr "${allowed[0]}" local
+  fi
+  # lst runs both queue threads on the last CPU: reads from the first are remote everywhere.
+  ((${#allowed[@]} > 1)) || fail "this check needs two CPUs, the agent may use ${allowed[*]}"
+  expect_completions lst "${allowed[0]}" remote
 
   step "kill -9 with rq_affinity changed behind the agent's back: the restarted agent re-applies it"
   local upd_dev

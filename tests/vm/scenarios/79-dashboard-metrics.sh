@@ -4,7 +4,8 @@
 # under fio, a real scrape has a series for
 # every blk_* metric they use (tests/deploy/check_metrics_exported.py lists any missing),
 # and a real Prometheus scraping the agent returns data for every dashboard query
-# (tests/deploy/check_dashboard_data.py).
+# (tests/deploy/check_dashboard_data.py) and evaluates every alert rule without error.
+# An NBD server killed under a volume makes BlkBackendErrors fire in that Prometheus.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # The scenarios run from a copy; the deploy files are in the source tree of the build.
@@ -18,6 +19,8 @@ source_dir() {
 
 scrape() { curl -fsS "http://127.0.0.1:9477/metrics"; }
 
+kill_quietly() { kill -KILL "$1" 2>/dev/null || true; }
+
 PROMETHEUS=http://127.0.0.1:9090
 prom_value() {
   curl -fsS "$PROMETHEUS/api/v1/query" --data-urlencode "query=$1" |
@@ -30,10 +33,37 @@ scraped_after() {
   [[ -n "$at" ]] && ((${at%.*} >= $1 + 3))
 }
 
+# Succeeds once every alert rule was evaluated; fails the scenario if one errs.
+rules_evaluated() {
+  local rules
+  rules="$(curl -fsS "$PROMETHEUS/api/v1/rules")" || return 1
+  jq -e '[.data.groups[].rules[]] | length > 0' <<<"$rules" >/dev/null ||
+    fail "Prometheus loaded no alert rules: $rules"
+  if jq -e '[.data.groups[].rules[] | select(.health == "err")] | length > 0' \
+    <<<"$rules" >/dev/null; then
+    jq -r '.data.groups[].rules[] | select(.health == "err") | "\(.name): \(.lastError)"' \
+      <<<"$rules" >&2
+    fail "alert rules fail to evaluate on the agent's metrics (above)"
+  fi
+  jq -e '[.data.groups[].rules[] | select(.health != "ok")] | length == 0' <<<"$rules" >/dev/null
+}
+
+# alert_state NAME VOLUME: the alert's state for the volume (empty when inactive).
+alert_state() {
+  curl -fsS "$PROMETHEUS/api/v1/alerts" | jq -r --arg name "$1" --arg volume "$2" \
+    '[.data.alerts[] | select(.labels.alertname == $name and .labels.volume == $volume)
+      | .state] | first // empty'
+}
+alert_firing() { [[ "$(alert_state "$@")" == firing ]]; }
+
 start_prometheus() {
-  cat >"$WORK/prometheus.yml" <<'CONFIG'
+  local rules="$1"
+  cat >"$WORK/prometheus.yml" <<CONFIG
 global:
   scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files:
+  - $rules
 scrape_configs:
   - job_name: blkagent
     static_configs:
@@ -52,11 +82,11 @@ main() {
   command -v nbdkit >/dev/null || fail "nbdkit not found in the guest"
   nbdkit -f -U "$WORK/nbd.sock" memory 64M >>"$LOG_DIR/nbdkit.log" 2>&1 &
   local nbdkit_pid=$!
-  on_exit kill -KILL "$nbdkit_pid"
+  on_exit kill_quietly "$nbdkit_pid"
   wait_for "nbdkit on $WORK/nbd.sock" 30 test -S "$WORK/nbd.sock"
 
   start_agent --on-exit delete --metrics-address 127.0.0.1:9477 --watch-block-devices nullb0
-  start_prometheus
+  start_prometheus "$src/deploy/prometheus/blk-alerts.yaml"
   # Without the BPF probe (no BTF) blk_block_completions_total has no series; said so here.
   local may_be_empty=()
   if [[ "$(ctl node-info -o json | jq -r '.bpfLocalityAvailable // false')" != true ]]; then
@@ -68,7 +98,8 @@ main() {
   truncate -s 64M "$WORK/file.img"
   ctl create-volume vnull --size 64M --backend null:// --queues 2
   ctl create-volume vfile --size 64M --backend "file://$WORK/file.img"
-  ctl create-volume vnbd --size 32M --backend "nbd+unix:///?socket=$WORK/nbd.sock"
+  ctl create-volume vnbd --size 32M --backend "nbd+unix:///?socket=$WORK/nbd.sock" \
+    --io-timeout 10
 
   step "fio on each volume (reads, writes, flushes, discards) and on null_blk"
   pick_fio_engine
@@ -100,6 +131,35 @@ main() {
     --volume vnull --volume vfile --volume vnbd \
     "$PROMETHEUS" "$src/deploy/grafana/blk-dashboard.json" ||
     fail "dashboard panels without data (above)"
+
+  step "every alert rule evaluates on the agent's metrics; the NBD server killed fires one"
+  wait_for "Prometheus to evaluate every alert rule" 60 rules_evaluated
+  echo "ok: every alert rule evaluated without error"
+  expect_eq "BlkBackendErrors for vnbd while its server runs" "" \
+    "$(alert_state BlkBackendErrors vnbd)"
+  # The read must be waiting when io_timeout (10 s) ends the outage to count as a timeout
+  # (reads after that fail at once), so it starts right after the kill.
+  local nbd_dev
+  nbd_dev="$(volume_device vnbd)"
+  kill -KILL "$nbdkit_pid"
+  expect_fail_with "Input/output error" "a read on vnbd with its server gone" \
+    timeout 60 dd if="$nbd_dev" of=/dev/null bs=4k count=1 skip=100 iflag=direct status=none
+  local deadline=$((SECONDS + 60))
+  until alert_firing BlkBackendErrors vnbd; do
+    if ((SECONDS >= deadline)); then
+      scrape | grep -E '^(blk_volume_backend_errors_total|blk_volume_info)' >&2 || true
+      prom_value 'up{job="blkagent"}' >&2 || true
+      curl -fsS "$PROMETHEUS/api/v1/query" --data-urlencode \
+        'query=blk_volume_backend_errors_total[2m]' >&2 || true
+      curl -fsS "$PROMETHEUS/api/v1/alerts" >&2 || true
+      curl -fsS "$PROMETHEUS/api/v1/targets" >&2 || true
+      fail "BlkBackendErrors did not fire for vnbd within 60s (Prometheus's view above)"
+    fi
+    sleep 0.5
+  done
+  curl -fsS "$PROMETHEUS/api/v1/alerts" >"$LOG_DIR/alerts.json"
+  echo "ok: BlkBackendErrors fires for vnbd: $(jq -c '[.data.alerts[]
+    | select(.labels.alertname == "BlkBackendErrors") | .labels]' "$LOG_DIR/alerts.json")"
 
   for id in vnbd vfile vnull; do ctl delete-volume "$id"; done
   stop_agent

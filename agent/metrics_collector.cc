@@ -111,6 +111,8 @@ std::string BackendLabel(const v1::Volume& volume) {
       return "file";
     case v1::Volume::kNbd:
       return "nbd";
+    case v1::Volume::kNvme:
+      return "nvme";
     case v1::Volume::BACKEND_NOT_SET:
       break;
   }

@@ -33,6 +33,7 @@ class UblkVolumeDevice final : public VolumeDevice {
   absl::StatusOr<uint32_t> RqAffinity() const override { return device_->RqAffinity(); }
   absl::Status SetRqAffinity(uint32_t value) override { return device_->SetRqAffinity(value); }
   bool RqAffinityRedirected() const override { return device_->rq_affinity_redirected(); }
+  std::string copy_mode() const override { return device_->copy_mode(); }
   absl::Status Stop(bool force) override { return device_->Stop(force); }
   void Detach() override { device_->Detach(); }
 
@@ -59,6 +60,7 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec) {
   // Validated before: a placement that does not parse cannot get here.
   config.placement =
       server::ParseQueuePlacement(spec.placement()).value_or(server::QueuePlacement{});
+  config.poll = spec.poll();
   switch (spec.backend_case()) {
     case v1::Volume::kFile:
       config.backend = server::FileBackendConfig{spec.file().path()};
@@ -71,6 +73,9 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec) {
                                                 std::make_shared<server::NbdStats>()};
       break;
     }
+    case v1::Volume::kNvme:
+      config.backend = server::NvmeBackendConfig{spec.nvme().path(), spec.nvme().offset_bytes()};
+      break;
     case v1::Volume::kNull:
     case v1::Volume::BACKEND_NOT_SET:
       config.backend = server::NullBackendConfig{};

@@ -44,6 +44,8 @@ class VolumeDevice {
   // Whether the kernel completes requests where rq_affinity says
   // (UBLK_F_SUPPORT_RQ_AFFINITY offered and granted).
   virtual bool RqAffinityRedirected() const { return false; }
+  // "copy" or "zero_copy" (see VolumeStatus.copy_mode).
+  virtual std::string copy_mode() const { return "copy"; }
   // force=false refuses (FAILED_PRECONDITION) while the device is open.
   virtual absl::Status Stop(bool force) = 0;
   // Leaves the kernel device in place for the next agent (upgrade, restart).

@@ -50,6 +50,7 @@ void SetStatus(v1::Volume& volume, v1::VolumeState state, absl::string_view mess
   status->set_state(state);
   status->set_message(std::string(message));
   if (state != v1::VOLUME_STATE_LIVE && state != v1::VOLUME_STATE_DELETING) {
+    status->clear_copy_mode();
     status->clear_device_path();
     status->set_device_id(-1);
   }
@@ -63,8 +64,11 @@ absl::Status InProgress(const std::string& id) {
 }  // namespace
 
 VolumeTable::VolumeTable(VolumeRegistry registry, DeviceProvisioner& provisioner,
-                         NbdSizeProbe probe)
-    : registry_(std::move(registry)), provisioner_(provisioner), probe_(std::move(probe)) {}
+                         NbdSizeProbe probe, NvmeNamespaceProbe nvme_probe)
+    : registry_(std::move(registry)),
+      provisioner_(provisioner),
+      probe_(std::move(probe)),
+      nvme_probe_(std::move(nvme_probe)) {}
 
 VolumeTable::~VolumeTable() {
   {
@@ -206,6 +210,7 @@ absl::StatusOr<v1::Volume> VolumeTable::BringUp(const v1::Volume& spec, int devi
     }
   }
   SetStatus(entry.volume, v1::VOLUME_STATE_LIVE);
+  entry.volume.mutable_status()->set_copy_mode(entry.device->copy_mode());
   entry.volume.mutable_status()->set_device_path(entry.device->block_path());
   entry.volume.mutable_status()->set_device_id(entry.device->id());
   spdlog::info("volume {}: live at {}", spec.id(), entry.device->block_path());
@@ -254,6 +259,18 @@ void VolumeTable::RetryLoop() {
 }
 
 absl::Status VolumeTable::CheckNoConflictLocked(const v1::Volume& spec) const {
+  if (spec.has_nvme()) {
+    for (const auto& [id, entry] : entries_) {
+      if (!NvmeVolumesOverlap(spec, entry.volume)) continue;
+      const uint64_t start = spec.nvme().offset_bytes();
+      const uint64_t other = entry.volume.nvme().offset_bytes();
+      return absl::FailedPreconditionError(absl::StrCat(
+          "volume.nvme: bytes [", start, ", ", start + spec.size_bytes(), ") of ",
+          spec.nvme().path(), " overlap volume '", id, "' (bytes [", other, ", ",
+          other + entry.volume.size_bytes(), ") of ", entry.volume.nvme().path(), ")"));
+    }
+    return absl::OkStatus();
+  }
   if (spec.backend_case() != v1::Volume::kFile) return absl::OkStatus();
   for (const auto& [id, entry] : entries_) {
     if (entry.volume.backend_case() == v1::Volume::kFile &&
@@ -283,10 +300,33 @@ absl::Status VolumeTable::ResolveNbdSize(v1::Volume& spec) {
   return ValidateVolumeSpec(spec);
 }
 
+absl::Status VolumeTable::ResolveNvme(v1::Volume& spec) {
+  {
+    std::lock_guard lock(mutex_);
+    auto it = entries_.find(spec.id());
+    if (it != entries_.end()) {
+      // A repeated request gets the existing volume; any other difference is still reported.
+      const v1::Volume& existing = it->second.volume;
+      if (spec.size_bytes() == 0) spec.set_size_bytes(existing.size_bytes());
+      if (spec.logical_block_size() == 0) {
+        spec.set_logical_block_size(existing.logical_block_size());
+      }
+      return absl::OkStatus();
+    }
+  }
+  // Identify runs without the lock: it is a device command.
+  if (absl::Status resolved = ResolveNvmeVolume(spec, nvme_probe_); !resolved.ok()) {
+    return resolved;
+  }
+  return ValidateVolumeSpec(spec);
+}
+
 absl::StatusOr<v1::Volume> VolumeTable::Create(const v1::Volume& requested) {
   v1::Volume spec = NormalizeVolumeSpec(requested);
   if (absl::Status valid = ValidateVolumeSpec(spec); !valid.ok()) return valid;
-  if (spec.size_bytes() == 0) {
+  if (spec.has_nvme()) {
+    if (absl::Status resolved = ResolveNvme(spec); !resolved.ok()) return resolved;
+  } else if (spec.size_bytes() == 0) {
     if (absl::Status resolved = ResolveNbdSize(spec); !resolved.ok()) return resolved;
   }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "agent/nbd_export_size.h"
+#include "agent/nvme_volume.h"
 #include "agent/volume_device.h"
 #include "agent/volume_registry.h"
 #include "blk/v1/volume.pb.h"
@@ -27,9 +28,11 @@ namespace blk::agent {
 // rejected request changes nothing.
 class VolumeTable {
  public:
-  // `probe` learns the size of an NBD export for a volume created without one.
+  // `probe` learns the size of an NBD export for a volume created without one; `nvme_probe`
+  // identifies the namespace of an nvme volume.
   VolumeTable(VolumeRegistry registry, DeviceProvisioner& provisioner,
-              NbdSizeProbe probe = RealNbdSizeProbe());
+              NbdSizeProbe probe = RealNbdSizeProbe(),
+              NvmeNamespaceProbe nvme_probe = RealNvmeNamespaceProbe());
   ~VolumeTable();  // ends the retry thread; devices are left as they are
   VolumeTable(const VolumeTable&) = delete;
   VolumeTable& operator=(const VolumeTable&) = delete;
@@ -98,12 +101,16 @@ class VolumeTable {
   // Fills in the size of an NBD spec that has none: the existing volume's when the id is known,
   // else the export's.
   absl::Status ResolveNbdSize(v1::Volume& spec);
+  // Fills in an nvme spec's size and block size: the existing volume's when the id is known, else
+  // from the namespace, which is also checked to hold the volume.
+  absl::Status ResolveNvme(v1::Volume& spec);
   std::set<int> ClaimedIdsLocked() const;
   void RetryLoop();
 
   VolumeRegistry registry_;
   DeviceProvisioner& provisioner_;
   NbdSizeProbe probe_;
+  NvmeNamespaceProbe nvme_probe_;
   mutable std::mutex mutex_;
   std::map<std::string, Entry> entries_;
 

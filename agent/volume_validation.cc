@@ -70,6 +70,21 @@ absl::Status ValidatePlacement(const std::string& text) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateNvmeBackend(const v1::NvmeBackend& nvme) {
+  const std::string& path = nvme.path();
+  if (path.empty()) return Invalid("nvme.path", "is required (the namespace's /dev/ngXnY)");
+  if (path.front() != '/') {
+    return Invalid("nvme.path", absl::StrCat("'", path, "' is not absolute"));
+  }
+  if (path.find('\0') != std::string::npos) return Invalid("nvme.path", "contains a NUL byte");
+  // The namespace's LBA size is checked when the namespace is probed; 512 is every format's unit.
+  if (nvme.offset_bytes() % 512 != 0) {
+    return Invalid("nvme.offset_bytes",
+                   absl::StrCat(nvme.offset_bytes(), " is not a multiple of 512"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateRqAffinity(const v1::Volume& spec) {
@@ -91,7 +106,10 @@ bool IsValidVolumeId(std::string_view id) {
 v1::Volume NormalizeVolumeSpec(const v1::Volume& requested) {
   v1::Volume spec = requested;
   spec.clear_status();
-  if (spec.logical_block_size() == 0) spec.set_logical_block_size(kDefaultLogicalBlockSize);
+  // An nvme volume's default block size is its namespace's, filled in once it is probed.
+  if (spec.logical_block_size() == 0 && !spec.has_nvme()) {
+    spec.set_logical_block_size(kDefaultLogicalBlockSize);
+  }
   if (spec.queues() == 0) spec.set_queues(kDefaultQueues);
   if (spec.queue_depth() == 0) spec.set_queue_depth(kDefaultQueueDepth);
   if (spec.has_nbd() && spec.nbd().io_timeout_seconds() == 0) {
@@ -111,15 +129,18 @@ absl::Status ValidateVolumeSpec(const v1::Volume& spec) {
                                 "' is not a DNS label (1-63 lowercase letters, digits or '-', "
                                 "starting and ending with a letter or digit)"));
   }
+  // An nvme volume without a block size takes its namespace's (resolved before provisioning).
+  const bool nvme = spec.backend_case() == v1::Volume::kNvme;
   const uint32_t block_size = spec.logical_block_size();
-  if (block_size != 512 && block_size != 4096) {
+  if (block_size != 512 && block_size != 4096 && !(nvme && block_size == 0)) {
     return Invalid("logical_block_size", absl::StrCat(block_size, " is not 512 or 4096"));
   }
-  // An NBD volume without a size takes the export's (resolved before provisioning).
-  if (spec.size_bytes() == 0 && spec.backend_case() != v1::Volume::kNbd) {
-    return Invalid("size_bytes", "must be greater than 0 (only nbd volumes may omit it)");
+  // An NBD volume without a size takes the export's, an nvme one the namespace's (resolved
+  // before provisioning).
+  if (spec.size_bytes() == 0 && spec.backend_case() != v1::Volume::kNbd && !nvme) {
+    return Invalid("size_bytes", "must be greater than 0 (only nbd and nvme volumes may omit it)");
   }
-  if (spec.size_bytes() % block_size != 0) {
+  if (block_size != 0 && spec.size_bytes() % block_size != 0) {
     return Invalid("size_bytes",
                    absl::StrCat(spec.size_bytes(), " is not a multiple of the logical block size ",
                                 block_size));
@@ -144,10 +165,12 @@ absl::Status ValidateVolumeSpec(const v1::Volume& spec) {
       return ValidateFileBackend(spec.file());
     case v1::Volume::kNbd:
       return ValidateNbdBackend(spec.nbd());
+    case v1::Volume::kNvme:
+      return ValidateNvmeBackend(spec.nvme());
     case v1::Volume::BACKEND_NOT_SET:
       break;
   }
-  return Invalid("backend", "is required (one of: null, file, nbd)");
+  return Invalid("backend", "is required (one of: null, file, nbd, nvme)");
 }
 
 }  // namespace blk::agent

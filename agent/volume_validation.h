@@ -14,15 +14,16 @@ inline constexpr uint32_t kMaxQueues = 64;
 inline constexpr uint32_t kMaxQueueDepth = 4096;
 inline constexpr uint64_t kMaxSizeBytes = uint64_t{1} << 50;  // 1 PiB
 
-// Fills in the documented defaults (block size, queues, depth, placement "hctx")
-// and clears the output-only status, so that two requests meaning the same
-// volume compare equal.
+// Fills in the documented defaults (block size except for nvme, queues, depth,
+// placement "hctx") and clears the output-only status, so that two requests
+// meaning the same volume compare equal.
 v1::Volume NormalizeVolumeSpec(const v1::Volume& requested);
 
 // Checks every field of a normalized spec. The error is INVALID_ARGUMENT with a
 // message naming the field ("volume.size_bytes: ...") and the reason. A size of 0 is
-// accepted only for an NBD volume: it means "the export's size". A placement CPU
-// list may name only CPUs this process may run on.
+// accepted only for an NBD volume ("the export's size") and an nvme volume ("the
+// namespace's"), a logical block size of 0 only for an nvme volume ("the
+// namespace's"). A placement CPU list may name only CPUs this process may run on.
 absl::Status ValidateVolumeSpec(const v1::Volume& spec);
 
 // volume.rq_affinity, when set, is 0, 1 or 2 (part of ValidateVolumeSpec; also

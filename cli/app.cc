@@ -71,9 +71,10 @@ std::string UsageFailure(const CLI::App* /*app*/, const CLI::Error& error) {
   return absl::StrCat("blkctl: ", error.what(), "\nRun with --help for more information.\n");
 }
 
-bool IsNbdBackend(const std::string& uri) {
+// Backends whose volumes may omit --size: NBD (the export's) and NVMe (the namespace's).
+bool BackendKnowsItsSize(const std::string& uri) {
   absl::StatusOr<blk::v1::Volume> backend = ParseBackendUri(uri);
-  return backend.ok() && backend->has_nbd();
+  return backend.ok() && (backend->has_nbd() || backend->has_nvme());
 }
 
 }  // namespace
@@ -124,13 +125,13 @@ int RunBlkctl(int argc, const char* const* argv, std::ostream& out, std::ostream
   CLI::Option* size_option =
       create_volume
           ->add_option("--size", create.size_bytes,
-                       "Size: 4096, 64M, 64MiB, 1G (1024-based); optional for nbd backends "
-                       "(the export's size)")
+                       "Size: 4096, 64M, 64MiB, 1G (1024-based); optional for nbd (the "
+                       "export's size) and nvme (the rest of the namespace) backends")
           ->transform(SizeValidator());
   create_volume
       ->add_option("--backend", create.backend_uri,
-                   "Backend: null://, file:///absolute/path, nbd://host[:port]/export or "
-                   "nbd+unix:///export?socket=/path")
+                   "Backend: null://, file:///absolute/path, nbd://host[:port]/export, "
+                   "nbd+unix:///export?socket=/path or nvme:///dev/ngXnY[?offset=SIZE]")
       ->required()
       ->check(BackendUriValidator());
   create_volume->add_option("--queues", create.queues, "ublk hardware queues (default 1)")
@@ -140,11 +141,15 @@ int RunBlkctl(int argc, const char* const* argv, std::ostream& out, std::ostream
                    "Outstanding requests per queue (default 128)")
       ->check(PositiveCount());
   create_volume
-      ->add_option("--block-size", create.logical_block_size, "Logical block size: 512 or 4096")
+      ->add_option("--block-size", create.logical_block_size,
+                   "Logical block size: 512 or 4096 (nvme: default the namespace's LBA size)")
       ->check(CLI::IsMember({512u, 4096u}));
   create_volume->add_flag("--read-only", create.read_only, "Expose the device read-only");
   create_volume->add_flag("--fail-fast", create.fail_fast,
                           "Fail I/O while no agent serves the device instead of holding it");
+  create_volume->add_flag("--poll", create.poll,
+                          "Queue threads busy-poll for completions (lower latency, a busy CPU "
+                          "per queue)");
   create_volume
       ->add_option("--io-timeout", create.io_timeout_seconds,
                    "NBD: seconds I/O waits for a lost server before failing (default 30)")
@@ -157,11 +162,11 @@ int RunBlkctl(int argc, const char* const* argv, std::ostream& out, std::ostream
                             "Queue threads: hctx (default), spread, or a CPU list such as 0,2-3");
   AddOutputOption(*create_volume, format_text);
   create_volume->callback([&] {
-    if (size_option->count() == 0 && !IsNbdBackend(create.backend_uri)) {
+    if (size_option->count() == 0 && !BackendKnowsItsSize(create.backend_uri)) {
       throw CLI::ValidationError(
           "--size",
-          "is required for null:// and file:// backends (only nbd volumes take their "
-          "size from the export)");
+          "is required for null:// and file:// backends (only nbd and nvme volumes take their "
+          "size from the export or namespace)");
     }
     command = [&](VolumeClient& client) { return RunCreateVolume(client, create, format); };
   });

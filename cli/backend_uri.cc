@@ -4,6 +4,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "size_parse.h"
 
 namespace blk::cli {
 namespace {
@@ -60,7 +62,8 @@ std::string PercentEncode(absl::string_view path) {
   return encoded;
 }
 
-absl::StatusOr<blk::v1::Volume> ParseFileUri(absl::string_view uri, absl::string_view rest) {
+absl::StatusOr<blk::v1::Volume> ParseFileUri(absl::string_view uri, absl::string_view rest,
+                                             absl::string_view scheme = "file") {
   if (rest.find_first_of("?#") != absl::string_view::npos) {
     return absl::InvalidArgumentError(
         absl::StrCat("backend URI '", uri,
@@ -71,13 +74,13 @@ absl::StatusOr<blk::v1::Volume> ParseFileUri(absl::string_view uri, absl::string
   if (!host.empty()) {
     const absl::string_view tail =
         path_start == absl::string_view::npos ? absl::string_view() : rest.substr(path_start);
-    return absl::InvalidArgumentError(
-        absl::StrCat("backend URI '", uri, "' names host '", host,
-                     "'; a file path must be absolute, with three slashes: file:///", host, tail));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "backend URI '", uri, "' names host '", host,
+        "'; a path must be absolute, with three slashes: ", scheme, ":///", host, tail));
   }
   if (path_start == absl::string_view::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("backend URI '", uri, "' has no path (expected file:///absolute/path)"));
+    return absl::InvalidArgumentError(absl::StrCat("backend URI '", uri, "' has no path (expected ",
+                                                   scheme, ":///absolute/path)"));
   }
   absl::StatusOr<std::string> path = PercentDecode(uri, rest.substr(path_start));
   if (!path.ok()) return path.status();
@@ -108,6 +111,28 @@ absl::StatusOr<blk::v1::Volume> ParseNbdUri(absl::string_view uri, absl::string_
   return volume;
 }
 
+// nvme:///dev/ngXnY[?offset=SIZE]: the path like a file URI's, the one query parameter a size.
+absl::StatusOr<blk::v1::Volume> ParseNvmeUri(absl::string_view uri, absl::string_view rest) {
+  const size_t query = rest.find('?');
+  absl::StatusOr<blk::v1::Volume> path = ParseFileUri(uri, rest.substr(0, query), "nvme");
+  if (!path.ok()) return path.status();
+  blk::v1::Volume volume;
+  volume.mutable_nvme()->set_path(path->file().path());
+  if (query == absl::string_view::npos) return volume;
+  absl::string_view parameter = rest.substr(query + 1);
+  if (!absl::ConsumePrefix(&parameter, "offset=")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "backend URI '", uri, "': the only query parameter of nvme URIs is offset=SIZE"));
+  }
+  absl::StatusOr<uint64_t> offset = ParseSize(parameter);
+  if (!offset.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend URI '", uri, "': offset: ", offset.status().message()));
+  }
+  volume.mutable_nvme()->set_offset_bytes(*offset);
+  return volume;
+}
+
 }  // namespace
 
 absl::StatusOr<blk::v1::Volume> ParseBackendUri(absl::string_view uri) {
@@ -129,8 +154,9 @@ absl::StatusOr<blk::v1::Volume> ParseBackendUri(absl::string_view uri) {
   }
   if (scheme == "file") return ParseFileUri(uri, rest);
   if (scheme == "nbd" || scheme == "nbd+unix") return ParseNbdUri(uri, scheme, rest);
+  if (scheme == "nvme") return ParseNvmeUri(uri, rest);
   return absl::InvalidArgumentError(absl::StrCat("unknown backend scheme '", scheme, "' in '", uri,
-                                                 "' (supported: null, file, nbd, nbd+unix)"));
+                                                 "' (supported: null, file, nbd, nbd+unix, nvme)"));
 }
 
 std::string FormatBackendUri(const blk::v1::Volume& volume) {
@@ -141,6 +167,13 @@ std::string FormatBackendUri(const blk::v1::Volume& volume) {
       return absl::StrCat("file://", PercentEncode(volume.file().path()));
     case blk::v1::Volume::kNbd:
       return volume.nbd().uri();
+    case blk::v1::Volume::kNvme: {
+      std::string text = absl::StrCat("nvme://", PercentEncode(volume.nvme().path()));
+      if (volume.nvme().offset_bytes() != 0) {
+        absl::StrAppend(&text, "?offset=", volume.nvme().offset_bytes());
+      }
+      return text;
+    }
     case blk::v1::Volume::BACKEND_NOT_SET:
       break;
   }

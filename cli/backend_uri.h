@@ -10,8 +10,9 @@ namespace blk::cli {
 
 // Parses a backend URI: "null://", "file:///absolute/path" (percent-encoded,
 // e.g. "file:///var/lib/a%20b.img"), "nbd://host[:port]/export" or
-// "nbd+unix:///export?socket=/path" (kept whole; the agent parses it). Returns a Volume whose only
-// set field is the backend oneof, to be merged into a request.
+// "nbd+unix:///export?socket=/path" (kept whole; the agent parses it), or
+// "nvme:///dev/ngXnY" with an optional "?offset=SIZE" (bytes or K/M/G/T). Returns a Volume whose
+// only set field is the backend oneof, to be merged into a request.
 absl::StatusOr<blk::v1::Volume> ParseBackendUri(absl::string_view uri);
 
 // The inverse: the URI of the volume's backend, "" when none is set.

@@ -22,6 +22,7 @@ absl::StatusOr<blk::v1::CreateVolumeRequest> BuildCreateVolumeRequest(
   volume.set_fail_fast(flags.fail_fast);
   if (flags.rq_affinity) volume.set_rq_affinity(*flags.rq_affinity);
   volume.set_placement(flags.placement);
+  volume.set_poll(flags.poll);
   if (flags.io_timeout_seconds != 0) {
     if (!volume.has_nbd()) {
       return absl::InvalidArgumentError("--io-timeout applies to nbd:// and nbd+unix:// backends");

@@ -26,6 +26,7 @@ struct CreateVolumeFlags {
   uint32_t logical_block_size = 0;
   bool read_only = false;
   bool fail_fast = false;
+  bool poll = false;
   uint32_t io_timeout_seconds = 0;      // NBD backends; 0: the agent's default
   std::optional<uint32_t> rq_affinity;  // unset: the kernel's default
   std::string placement;                // empty: the agent's default (hctx)

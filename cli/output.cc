@@ -113,6 +113,8 @@ std::string RenderVolume(const blk::v1::Volume& volume) {
     fields.push_back({"protocol errors", absl::StrCat(status.protocol_errors())});
     fields.push_back({"io timeouts", absl::StrCat(status.io_timeouts())});
   }
+  if (volume.poll()) fields.push_back({"poll", "yes"});
+  if (!status.copy_mode().empty()) fields.push_back({"copy mode", status.copy_mode()});
   if (!status.message().empty()) fields.push_back({"message", status.message()});
   return RenderKeyValues(fields);
 }

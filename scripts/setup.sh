@@ -10,7 +10,7 @@ packages=(
   liburing-dev libspdlog-dev prometheus-cpp-dev libcli11-dev libgtest-dev libgmock-dev
   libbpf-dev bpftool
   # tests, demo, VM test bed
-  fio curl nbdkit nbd-client nbd-server qemu-utils jq kmod xz-utils busybox-static qemu-system-x86 iproute2 procps
+  fio curl nbdkit nbd-client nbd-server qemu-utils jq kmod xz-utils busybox-static qemu-system-x86 iproute2 procps nvme-cli
   # deploy/ tests: promtool, the dashboard and manifest checkers
   prometheus python3 python3-yaml
 )

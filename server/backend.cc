@@ -3,6 +3,7 @@
 #include "server/file_backend.h"
 #include "server/nbd_storage.h"
 #include "server/null_backend.h"
+#include "server/nvme_storage.h"
 
 namespace blk::server {
 
@@ -14,6 +15,11 @@ absl::StatusOr<std::unique_ptr<Storage>> OpenStorage(const DeviceConfig& config)
   }
   if (const auto* nbd = std::get_if<NbdBackendConfig>(&config.backend)) {
     absl::StatusOr<std::unique_ptr<NbdStorage>> storage = NbdStorage::Open(*nbd, config);
+    if (!storage.ok()) return storage.status();
+    return std::unique_ptr<Storage>(std::move(*storage));
+  }
+  if (const auto* nvme = std::get_if<NvmeBackendConfig>(&config.backend)) {
+    absl::StatusOr<std::unique_ptr<NvmeStorage>> storage = NvmeStorage::Open(*nvme, config);
     if (!storage.ok()) return storage.status();
     return std::unique_ptr<Storage>(std::move(*storage));
   }

@@ -22,6 +22,21 @@ struct BlockIo {
   uint64_t offset = 0;     // bytes
   uint32_t length = 0;     // bytes
   void* buffer = nullptr;  // the tag's buffer; data for writes, destination of reads
+  // Zero copy (UBLK_F_AUTO_BUF_REG): the request's own pages are registered buffer
+  // `buffer_index` of the queue's ring and `buffer` is null. -1 in copy mode.
+  int32_t buffer_index = -1;
+};
+
+// What a storage can do and needs, known once it is opened: it shapes the device's parameters,
+// its ublk flags and its queues' rings.
+struct StorageTraits {
+  bool discard = true;
+  bool write_zeroes = true;
+  bool volatile_cache = true;           // FLUSH and FUA mean something
+  uint64_t max_write_zeroes_bytes = 0;  // 0: the device default
+  bool big_ring_entries = false;        // the backend's SQEs need IORING_SETUP_SQE128 + CQE32
+  unsigned max_sqes_per_io = 1;         // backend SQEs one ublk request may need at once
+  bool zero_copy = false;               // serves I/O from a registered buffer index (BlockIo)
 };
 
 // Returned instead of a result when the I/O went into the ring and completes later.
@@ -47,6 +62,7 @@ class Storage {
  public:
   virtual ~Storage() = default;
   virtual absl::StatusOr<std::unique_ptr<Backend>> NewQueueBackend(uint16_t queue_depth) = 0;
+  virtual StorageTraits traits() const { return {}; }
   // The device could not be created: remove what opening the storage created (a new file).
   virtual void AbandonCreated() {}
 };

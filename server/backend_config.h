@@ -22,6 +22,13 @@ struct NbdBackendConfig {
   uint32_t io_timeout_ms = 30000;
   std::shared_ptr<NbdStats> stats;  // optional: counters the caller wants to read
 };
-using BackendConfig = std::variant<NullBackendConfig, FileBackendConfig, NbdBackendConfig>;
+// An NVMe namespace through its generic char device (/dev/ngXnY) and io_uring passthrough. The
+// volume starts `offset_bytes` into the namespace (a multiple of its LBA size).
+struct NvmeBackendConfig {
+  std::string path;
+  uint64_t offset_bytes = 0;
+};
+using BackendConfig =
+    std::variant<NullBackendConfig, FileBackendConfig, NbdBackendConfig, NvmeBackendConfig>;
 
 }  // namespace blk::server

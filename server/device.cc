@@ -141,7 +141,7 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceConfig& confi
     return control.status();
   }
 
-  const uint64_t flags = ChooseDeviceFlags((*control)->features(), config);
+  const uint64_t flags = ChooseDeviceFlags((*control)->features(), config, (*storage)->traits());
   absl::StatusOr<abi::CtrlDevInfo> info = (*control)->AddDev(BuildDevInfo(config, flags, dev_id));
   if (!info.ok()) {
     (*storage)->AbandonCreated();
@@ -156,8 +156,8 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceConfig& confi
   device->device_flags_ = flags;
   // The kernel may lower the buffer size it accepts; the per-tag buffers follow its value.
   const uint32_t max_io_bytes = std::min(info->max_io_buf_bytes, config.max_io_bytes);
-  absl::Status started =
-      device->control_->SetParams(device->dev_id_, BuildParams(config, max_io_bytes));
+  absl::Status started = device->control_->SetParams(
+      device->dev_id_, BuildParams(config, max_io_bytes, device->storage_->traits()));
   if (started.ok()) started = device->StartQueues(max_io_bytes);
   // Every queue has a fetch pending for every tag, so START_DEV does not wait forever.
   if (started.ok()) started = device->control_->StartDev(device->dev_id_, ::getpid());
@@ -222,6 +222,10 @@ absl::Status Device::StartQueues(uint32_t max_io_bytes) {
     setup.max_io_bytes = max_io_bytes;
     setup.char_fd = char_fd_.get();
     setup.ioctl_encoding = (device_flags_ & abi::kFCmdIoctlEncode) != 0;
+    setup.storage = storage_->traits();
+    // The kernel's flags decide (a recovered device keeps the mode it was created with).
+    setup.auto_buf_reg = (device_flags_ & abi::kFAutoBufReg) != 0;
+    setup.poll = config_.poll;
     absl::StatusOr<cpu_set_t> cpus = control_->GetQueueAffinity(dev_id_, q);
     if (!cpus.ok()) return cpus.status();
     setup.hctx_cpus = *cpus;

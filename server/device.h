@@ -71,6 +71,8 @@ class Device {
 
   uint64_t kernel_features() const { return kernel_features_; }
   uint64_t device_flags() const { return device_flags_; }  // what ADD_DEV asked for
+  // "zero_copy" (UBLK_F_AUTO_BUF_REG) or "copy".
+  const char* copy_mode() const { return CopyModeName(device_flags_); }
   const DeviceConfig& config() const { return config_; }
   // What each queue publishes; readable from any thread without waiting, also while the device
   // stops and after it stopped.

@@ -20,6 +20,8 @@ struct DeviceConfig {
   QueuePlacement placement;
   // Per-I/O statistics (counts, bytes, latency, completion CPU); false skips all of that work.
   bool io_stats = true;
+  // The queue threads busy-poll their rings instead of sleeping (lower latency, a busy CPU each).
+  bool poll = false;
   BackendConfig backend;
 };
 

@@ -1,5 +1,6 @@
 #include "server/device_params.h"
 
+#include <algorithm>
 #include <bit>
 #include <limits>
 
@@ -41,10 +42,12 @@ absl::Status ValidateDeviceConfig(const DeviceConfig& config) {
   return absl::OkStatus();
 }
 
-uint64_t ChooseDeviceFlags(uint64_t kernel_features, const DeviceConfig& config) {
+uint64_t ChooseDeviceFlags(uint64_t kernel_features, const DeviceConfig& config,
+                           const StorageTraits& storage) {
   // Copy mode with one thread per queue needs no optional feature. The ioctl encoding is asked
   // for whenever offered: newer kernels may be built without the legacy opcodes.
   uint64_t flags = kernel_features & (abi::kFCmdIoctlEncode | abi::kFSupportRqAffinity);
+  if (storage.zero_copy) flags |= kernel_features & abi::kFAutoBufReg;
   if ((kernel_features & abi::kFUserRecovery) == 0) return flags;
   // The kernel accepts RECOVERY alone, or with exactly one of REISSUE and FAIL_IO.
   if (config.fail_fast) {
@@ -62,6 +65,10 @@ bool RqAffinityRedirected(uint64_t kernel_features, uint64_t device_flags) {
   return (kernel_features & device_flags & abi::kFSupportRqAffinity) != 0;
 }
 
+const char* CopyModeName(uint64_t device_flags) {
+  return (device_flags & abi::kFAutoBufReg) != 0 ? "zero_copy" : "copy";
+}
+
 abi::CtrlDevInfo BuildDevInfo(const DeviceConfig& config, uint64_t flags, uint32_t dev_id) {
   abi::CtrlDevInfo info{};
   info.nr_hw_queues = config.queues;
@@ -73,14 +80,16 @@ abi::CtrlDevInfo BuildDevInfo(const DeviceConfig& config, uint64_t flags, uint32
   return info;
 }
 
-abi::Params BuildParams(const DeviceConfig& config, uint32_t max_io_buf_bytes) {
+abi::Params BuildParams(const DeviceConfig& config, uint32_t max_io_buf_bytes,
+                        const StorageTraits& storage) {
   abi::Params params{};
   params.len = sizeof(params);
-  params.types = abi::kParamTypeBasic | abi::kParamTypeDiscard;
+  params.types = abi::kParamTypeBasic;
 
   const uint8_t logical_shift = static_cast<uint8_t>(std::countr_zero(config.logical_block_size));
   abi::ParamBasic& basic = params.basic;
-  basic.attrs = abi::kAttrVolatileCache | abi::kAttrFua;
+  // Without a volatile cache every write is durable when it completes: no FLUSH, no FUA.
+  basic.attrs = storage.volatile_cache ? abi::kAttrVolatileCache | abi::kAttrFua : 0;
   if (config.read_only) basic.attrs |= abi::kAttrReadOnly;
   basic.logical_bs_shift = logical_shift;
   basic.physical_bs_shift = std::max<uint8_t>(logical_shift, kPhysicalBlockShift);
@@ -89,11 +98,19 @@ abi::Params BuildParams(const DeviceConfig& config, uint32_t max_io_buf_bytes) {
   basic.max_sectors = max_io_buf_bytes >> kSectorShift;
   basic.dev_sectors = config.size_bytes >> kSectorShift;
 
+  if (!storage.discard && !storage.write_zeroes) return params;
+  params.types |= abi::kParamTypeDiscard;
   abi::ParamDiscard& discard = params.discard;
   discard.discard_granularity = config.logical_block_size;
-  discard.max_discard_sectors = kMaxDiscardSectors;
-  discard.max_write_zeroes_sectors = kMaxDiscardSectors;
   discard.max_discard_segments = 1;
+  if (storage.discard) discard.max_discard_sectors = kMaxDiscardSectors;
+  if (storage.write_zeroes) {
+    uint64_t sectors = kMaxDiscardSectors;
+    if (storage.max_write_zeroes_bytes != 0) {
+      sectors = std::min<uint64_t>(sectors, storage.max_write_zeroes_bytes >> kSectorShift);
+    }
+    discard.max_write_zeroes_sectors = static_cast<uint32_t>(sectors);
+  }
   return params;
 }
 

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -90,7 +91,19 @@ void Queue::Join() {
 }
 
 char* Queue::BufferOf(uint16_t tag) const {
+  if (setup_.auto_buf_reg) return nullptr;
   return static_cast<char*>(buffers_.address()) + size_t{tag} * setup_.max_io_bytes;
+}
+
+void Queue::PrepFetch(io_uring_sqe* sqe, uint16_t tag, uint32_t op, int32_t result) {
+  abi::IoCmd cmd{};
+  cmd.q_id = setup_.queue_id;
+  cmd.tag = tag;
+  cmd.result = result;
+  cmd.addr = reinterpret_cast<uint64_t>(BufferOf(tag));
+  PrepUblkIoCmd(sqe, kCharDevFileIndex, /*fixed_file=*/true, op, cmd,
+                EncodeUserData(CqeKind::kUblkCmd, tag),
+                setup_.auto_buf_reg ? abi::AutoBufRegSqeAddr(tag) : 0);
 }
 
 void Queue::Run(std::promise<absl::Status>* started) {
@@ -132,19 +145,29 @@ absl::Status Queue::Prepare() {
   if (desc == MAP_FAILED) return ErrnoStatus(errno, "mmap of the I/O descriptors");
   descriptors_ = Mapping(desc, desc_bytes);
 
-  const size_t buffer_bytes = size_t{setup_.depth} * setup_.max_io_bytes;
-  void* buffers =
-      ::mmap(nullptr, buffer_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (buffers == MAP_FAILED) return ErrnoStatus(errno, "mmap of the I/O buffers");
-  buffers_ = Mapping(buffers, buffer_bytes);
+  // Zero copy needs no buffers of ours: the kernel lends the request's pages.
+  if (!setup_.auto_buf_reg) {
+    const size_t buffer_bytes = size_t{setup_.depth} * setup_.max_io_bytes;
+    void* buffers =
+        ::mmap(nullptr, buffer_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buffers == MAP_FAILED) return ErrnoStatus(errno, "mmap of the I/O buffers");
+    buffers_ = Mapping(buffers, buffer_bytes);
+  }
   op_of_tag_.assign(setup_.depth, 0);
   start_ns_of_tag_.assign(setup_.depth, 0);
 
-  // Each tag has at most one ublk command and one backend SQE in flight, plus the stop poll.
-  const unsigned entries = std::bit_ceil(2u * setup_.depth + 1);
-  absl::StatusOr<std::unique_ptr<Ring>> ring = Ring::Create(entries);
+  // Each tag has at most one ublk command and its backend SQEs in flight, plus the stop poll.
+  const unsigned sqes_per_io = std::max(1u, setup_.storage.max_sqes_per_io);
+  const unsigned entries = std::bit_ceil((1u + sqes_per_io) * setup_.depth + 1);
+  absl::StatusOr<std::unique_ptr<Ring>> ring =
+      Ring::Create(entries, setup_.storage.big_ring_entries);
   if (!ring.ok()) return ring.status();
   ring_ = std::move(*ring);
+  if (setup_.auto_buf_reg) {
+    // The table the kernel registers each tag's request pages into, at index <tag>.
+    int rc = io_uring_register_buffers_sparse(ring_->get(), setup_.depth);
+    if (rc < 0) return ErrnoStatus(-rc, "io_uring_register_buffers_sparse");
+  }
 
   std::vector<int> files = {setup_.char_fd};
   for (int fd : setup_.backend->Files()) files.push_back(fd);
@@ -159,14 +182,9 @@ absl::Status Queue::Prepare() {
 
   const uint32_t fetch_op = setup_.ioctl_encoding ? abi::kUIoFetchReq : abi::kIoFetchReq;
   for (uint16_t tag = 0; tag < setup_.depth; ++tag) {
-    abi::IoCmd cmd{};
-    cmd.q_id = setup_.queue_id;
-    cmd.tag = tag;
-    cmd.addr = reinterpret_cast<uint64_t>(BufferOf(tag));
     sqe = ring_->GetSqe();
     if (sqe == nullptr) return absl::InternalError("no SQE for FETCH_REQ");
-    PrepUblkIoCmd(sqe, kCharDevFileIndex, /*fixed_file=*/true, fetch_op, cmd,
-                  EncodeUserData(CqeKind::kUblkCmd, tag));
+    PrepFetch(sqe, tag, fetch_op, 0);
   }
   rc = io_uring_submit(ring_->get());
   if (rc < 0) return ErrnoStatus(-rc, "submit FETCH_REQ");
@@ -182,7 +200,9 @@ absl::Status Queue::Prepare() {
 void Queue::Loop() {
   io_uring* ring = ring_->get();
   while (!(stop_requested_ && in_backend_ == 0) && aborted_ < setup_.depth) {
-    int rc = io_uring_submit_and_wait(ring, 1);
+    // Polling enters the kernel without waiting: that submits, and runs the task work that posts
+    // completions (none would appear while spinning in user space alone).
+    int rc = setup_.poll ? io_uring_submit_and_get_events(ring) : io_uring_submit_and_wait(ring, 1);
     if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
       loop_status_ = ErrnoStatus(-rc, absl::StrCat("queue ", id(), " io_uring_submit_and_wait"));
       return;
@@ -239,6 +259,7 @@ void Queue::OnUblkCompletion(uint16_t tag, int32_t res) {
   const uint64_t length = uint64_t{desc.nr_sectors} << kSectorShift;
   io.length = static_cast<uint32_t>(length);
   io.buffer = BufferOf(tag);
+  if (setup_.auto_buf_reg) io.buffer_index = tag;
   op_of_tag_[tag] = io.op;
   start_ns_of_tag_[tag] = turn_ns_;
   if ((io.op == abi::kIoOpRead || io.op == abi::kIoOpWrite) && length > setup_.max_io_bytes) {
@@ -266,21 +287,15 @@ void Queue::Commit(uint16_t tag, int32_t result) {
     counters.Record(KindOfOp(op_of_tag_[tag]), result, turn_ns_ - start_ns_of_tag_[tag]);
     IoCounters::Bump(turn_local_ ? counters.local_completions : counters.remote_completions, 1);
   }
-  abi::IoCmd cmd{};
-  cmd.q_id = setup_.queue_id;
-  cmd.tag = tag;
-  cmd.result = result;
-  cmd.addr = reinterpret_cast<uint64_t>(BufferOf(tag));
   io_uring_sqe* sqe = ring_->GetSqe();
   if (sqe == nullptr) {
-    // Cannot happen with the ring sized for two SQEs per tag; if it does, the tag is lost.
+    // Cannot happen with the ring sized for every tag's SQEs; if it does, the tag is lost.
     ++aborted_;
     return;
   }
   const uint32_t op =
       setup_.ioctl_encoding ? abi::kUIoCommitAndFetchReq : abi::kIoCommitAndFetchReq;
-  PrepUblkIoCmd(sqe, kCharDevFileIndex, /*fixed_file=*/true, op, cmd,
-                EncodeUserData(CqeKind::kUblkCmd, tag));
+  PrepFetch(sqe, tag, op, result);
 }
 
 }  // namespace blk::server

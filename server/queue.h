@@ -32,6 +32,10 @@ struct QueueSetup {
   std::unique_ptr<Backend> backend;
   QueueStats* stats = nullptr;  // where the queue publishes its counters; outlives the queue
   bool count_io = true;         // false: no per-I/O statistics at all (their cost measured off)
+  StorageTraits storage;        // the ring the backend needs
+  // UBLK_F_AUTO_BUF_REG: each request's pages are registered buffer <tag> of the ring, no copy.
+  bool auto_buf_reg = false;
+  bool poll = false;  // busy-poll the ring instead of sleeping in io_uring_enter
 };
 
 // One ublk queue: a thread named "blkq<device>-<queue>" and pinned to its CPUs, owning one io_uring
@@ -70,6 +74,8 @@ class Queue {
   // Once per loop turn: the time and the CPU that this turn's requests are attributed to.
   void StartTurn();
   char* BufferOf(uint16_t tag) const;
+  // FETCH_REQ or COMMIT_AND_FETCH_REQ for `tag` (copy mode: with its buffer).
+  void PrepFetch(io_uring_sqe* sqe, uint16_t tag, uint32_t op, int32_t result);
 
   QueueSetup setup_;
   UniqueFd stop_fd_;  // eventfd the ring polls

@@ -9,7 +9,7 @@
 
 namespace blk::server {
 
-absl::StatusOr<std::unique_ptr<Ring>> Ring::Create(unsigned entries) {
+absl::StatusOr<std::unique_ptr<Ring>> Ring::Create(unsigned entries, bool big_entries) {
   std::unique_ptr<Ring> ring(new Ring());
   // Most wanted first; kernels before 6.1 (DEFER_TASKRUN) or 6.0 (SINGLE_ISSUER) say EINVAL.
   const unsigned attempts[] = {
@@ -19,20 +19,22 @@ absl::StatusOr<std::unique_ptr<Ring>> Ring::Create(unsigned entries) {
       0,
   };
   int rc = -EINVAL;
+  const unsigned entry_flags = big_entries ? IORING_SETUP_SQE128 | IORING_SETUP_CQE32 : 0;
   for (unsigned flags : attempts) {
     io_uring_params params{};
-    params.flags = flags;
+    params.flags = flags | entry_flags;
     params.cq_entries = entries * 2;
     params.flags |= IORING_SETUP_CQSIZE;
     rc = io_uring_queue_init_params(entries, &ring->ring_, &params);
     if (rc == 0) {
-      ring->setup_flags_ = flags;
+      ring->setup_flags_ = flags | entry_flags;
       return ring;
     }
     if (rc != -EINVAL) break;
   }
-  return absl::InternalError(
-      absl::StrCat("io_uring_queue_init(", entries, " entries): ", strerrordesc_np(-rc)));
+  return absl::InternalError(absl::StrCat("io_uring_queue_init(", entries, " entries",
+                                          big_entries ? ", SQE128|CQE32" : "",
+                                          "): ", strerrordesc_np(-rc)));
 }
 
 Ring::~Ring() { io_uring_queue_exit(&ring_); }

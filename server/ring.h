@@ -24,10 +24,11 @@ inline constexpr uint16_t TagOf(uint64_t user_data) {
 inline constexpr uint32_t ExtraOf(uint64_t user_data) { return static_cast<uint32_t>(user_data); }
 
 // An io_uring owned by one thread. Created with SINGLE_ISSUER and DEFER_TASKRUN (or COOP_TASKRUN)
-// where the kernel accepts them, plain otherwise.
+// where the kernel accepts them, plain otherwise. `big_entries`: 128-byte SQEs and 32-byte CQEs
+// (IORING_SETUP_SQE128 | CQE32), which NVMe passthrough needs; ublk commands work on either.
 class Ring {
  public:
-  static absl::StatusOr<std::unique_ptr<Ring>> Create(unsigned entries);
+  static absl::StatusOr<std::unique_ptr<Ring>> Create(unsigned entries, bool big_entries = false);
   ~Ring();
   Ring(const Ring&) = delete;
   Ring& operator=(const Ring&) = delete;

@@ -111,6 +111,15 @@ inline constexpr uint32_t kIoFNeedRegBuf = 1U << 17;
 inline constexpr uint32_t kIoFIntegrity = 1U << 18;
 inline constexpr uint32_t kIoFShmemZc = 1U << 19;
 
+// UBLK_F_AUTO_BUF_REG: FETCH_REQ and COMMIT_AND_FETCH_REQ carry struct ublk_auto_buf_reg in the
+// SQE's addr field (the command's own addr stays 0): bits 0-15 the index in the ring's buffer
+// table where the kernel registers the next request's pages, bits 16-23 flags, the rest reserved
+// (zero). The ring needs a (sparse) buffer table; the commit unregisters the buffer.
+inline constexpr uint8_t kAutoBufRegFallback = 1U << 0;
+inline constexpr uint64_t AutoBufRegSqeAddr(uint16_t index, uint8_t flags = 0) {
+  return uint64_t{index} | (uint64_t{flags} << 16);
+}
+
 // ---- Parameters ----
 inline constexpr uint32_t kAttrReadOnly = 1U << 0;
 inline constexpr uint32_t kAttrRotational = 1U << 1;

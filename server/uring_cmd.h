@@ -29,11 +29,13 @@ inline void PrepUblkCtrlCmd(io_uring_sqe* sqe, int control_fd, uint32_t cmd_op,
   std::memcpy(SqeCmdArea(sqe), &cmd, sizeof(cmd));
 }
 
-// An I/O command (FETCH_REQ, COMMIT_AND_FETCH_REQ) for /dev/ublkcN; fits a 64-byte SQE.
-// `fd` is an index into the ring's registered files when `fixed_file` is set.
+// An I/O command (FETCH_REQ, COMMIT_AND_FETCH_REQ) for /dev/ublkcN; fits a 64-byte SQE (the second
+// half of a 128-byte one is not read). `fd` is an index into the ring's registered files when
+// `fixed_file` is set. `sqe_addr`: abi::AutoBufRegSqeAddr for zero-copy devices, else 0.
 inline void PrepUblkIoCmd(io_uring_sqe* sqe, int fd, bool fixed_file, uint32_t cmd_op,
-                          const abi::IoCmd& cmd, uint64_t user_data) {
+                          const abi::IoCmd& cmd, uint64_t user_data, uint64_t sqe_addr = 0) {
   std::memset(sqe, 0, sizeof(io_uring_sqe));
+  sqe->addr = sqe_addr;
   sqe->opcode = IORING_OP_URING_CMD;
   sqe->fd = fd;
   if (fixed_file) sqe->flags |= IOSQE_FIXED_FILE;

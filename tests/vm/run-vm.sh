@@ -84,7 +84,10 @@ main() {
     [[ -f "$image" ]] || die "NVMe image '$image' is not a file"
     device="nvme,serial=blkvm$index,drive=nv$index"
     [[ -n "$lbs" ]] && device+=",logical_block_size=$lbs,physical_block_size=$lbs"
-    nvme_args+=(-drive "file=$image,if=none,id=nv$index,format=raw,cache=unsafe" -device "$device")
+    # discard=unmap: QEMU's namespaces report that deallocated blocks read zeroes (DLFEAT), which
+    # holds only when a deallocate really punches the image.
+    nvme_args+=(-drive "file=$image,if=none,id=nv$index,format=raw,cache=unsafe,discard=unmap"
+      -device "$device")
     index=$((index + 1))
   done
 

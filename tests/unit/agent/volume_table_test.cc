@@ -150,11 +150,16 @@ class VolumeTableTest : public ::testing::Test {
     if (!table_) {
       auto registry = VolumeRegistry::Open(dir_.path());
       EXPECT_TRUE(registry.ok());
-      table_ = std::make_unique<VolumeTable>(std::move(*registry), provisioner_,
-                                             [this](const std::string& uri) {
-                                               probed_uris_.push_back(uri);
-                                               return export_size_;
-                                             });
+      table_ = std::make_unique<VolumeTable>(
+          std::move(*registry), provisioner_,
+          [this](const std::string& uri) {
+            probed_uris_.push_back(uri);
+            return export_size_;
+          },
+          [this](const std::string& path) {
+            probed_namespaces_.push_back(path);
+            return namespace_;
+          });
     }
     return *table_;
   }
@@ -188,8 +193,20 @@ class VolumeTableTest : public ::testing::Test {
     return volume;
   }
 
+  static v1::Volume NvmeVolume(const std::string& id, uint64_t offset = 0, uint64_t size = 0) {
+    v1::Volume volume;
+    volume.set_id(id);
+    volume.set_size_bytes(size);
+    volume.mutable_nvme()->set_path("/dev/ng0n1");
+    volume.mutable_nvme()->set_offset_bytes(offset);
+    return volume;
+  }
+
   testing::TempDir dir_;
   FakeProvisioner provisioner_;
+  absl::StatusOr<server::NvmeNamespaceInfo> namespace_ =
+      server::NvmeNamespaceInfo{uint64_t{1} << 30, 4096, true};
+  std::vector<std::string> probed_namespaces_;
   absl::StatusOr<uint64_t> export_size_ = uint64_t{256} << 20;
   std::vector<std::string> probed_uris_;
   std::unique_ptr<VolumeTable> table_;
@@ -341,6 +358,63 @@ TEST_F(VolumeTableTest, TwoFileVolumesCannotShareAPath) {
   b.set_id("b");
   ASSERT_TRUE(Table().Create(a).ok());
   EXPECT_EQ(Table().Create(b).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(VolumeTableTest, AnNvmeVolumeTakesTheNamespacesBlockSizeAndTheRestOfItsSize) {
+  auto volume = Table().Create(NvmeVolume("n1", 256 << 20));
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  EXPECT_EQ(volume->logical_block_size(), 4096u);
+  EXPECT_EQ(volume->size_bytes(), uint64_t{768} << 20);
+  EXPECT_THAT(probed_namespaces_, ::testing::ElementsAre("/dev/ng0n1"));
+  // Repeating the request without size and block size returns the volume, without a probe.
+  auto again = Table().Create(NvmeVolume("n1", 256 << 20));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(provisioner_.calls, 1);
+  EXPECT_THAT(probed_namespaces_, SizeIs(1));
+  Restart();
+  ASSERT_TRUE(Table().Get("n1").ok());
+  EXPECT_EQ(Table().Get("n1")->size_bytes(), uint64_t{768} << 20);
+}
+
+TEST_F(VolumeTableTest, NvmeVolumesAtDisjointOffsetsCoexistButOverlapsAreRefused) {
+  ASSERT_TRUE(Table().Create(NvmeVolume("a", 0, 256 << 20)).ok());
+  ASSERT_TRUE(Table().Create(NvmeVolume("b", 256 << 20, 256 << 20)).ok());
+  absl::StatusOr<v1::Volume> overlap = Table().Create(NvmeVolume("c", 384 << 20, 256 << 20));
+  EXPECT_EQ(overlap.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(overlap.status().message()), HasSubstr("overlap volume 'b'"));
+  // The rest of the namespace, after b: fine.
+  ASSERT_TRUE(Table().Create(NvmeVolume("d", 512 << 20)).ok());
+  EXPECT_THAT(Table().List(), SizeIs(3));
+  EXPECT_EQ(provisioner_.calls, 3);
+}
+
+TEST_F(VolumeTableTest, NvmeVolumesThatDoNotFitOrAlignAreInvalidArgumentNamingTheField) {
+  struct Case {
+    v1::Volume volume;
+    const char* field;
+  };
+  v1::Volume small_blocks = NvmeVolume("e", 0, 1 << 20);
+  small_blocks.set_logical_block_size(512);
+  for (const Case& c : {Case{NvmeVolume("a", 0, uint64_t{2} << 30), "volume.size_bytes"},
+                        Case{NvmeVolume("b", 512 << 20, 768 << 20), "volume.size_bytes"},
+                        Case{NvmeVolume("c", 512), "volume.nvme.offset_bytes"},
+                        Case{NvmeVolume("d", uint64_t{1} << 30), "volume.nvme.offset_bytes"},
+                        Case{small_blocks, "volume.logical_block_size"}}) {
+    absl::StatusOr<v1::Volume> refused = Table().Create(c.volume);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << c.volume.id();
+    EXPECT_THAT(std::string(refused.status().message()), HasSubstr(c.field)) << refused.status();
+  }
+  EXPECT_THAT(Table().List(), SizeIs(0));
+  EXPECT_EQ(provisioner_.calls, 0);
+}
+
+TEST_F(VolumeTableTest, ANamespaceTheProbeCannotUseIsRefusedNamingThePath) {
+  namespace_ = absl::FailedPreconditionError("LBA format 1 carries 8 metadata bytes per block");
+  absl::StatusOr<v1::Volume> refused = Table().Create(NvmeVolume("n1"));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("volume.nvme.path"));
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("metadata"));
+  EXPECT_THAT(Table().List(), SizeIs(0));
 }
 
 TEST_F(VolumeTableTest, DeleteOfUnknownVolumeIsOk) {

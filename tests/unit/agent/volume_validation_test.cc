@@ -24,6 +24,30 @@ void ExpectInvalid(const v1::Volume& spec, std::string_view field) {
   EXPECT_THAT(std::string(status.message()), HasSubstr(std::string(field))) << status;
 }
 
+v1::Volume NvmeVolume() {
+  v1::Volume volume;
+  volume.set_id("vol-1");
+  volume.mutable_nvme()->set_path("/dev/ng0n1");
+  return NormalizeVolumeSpec(volume);
+}
+
+TEST(NvmeVolumeValidation, SizeAndBlockSizeMayBeLeftToTheNamespace) {
+  v1::Volume spec = NvmeVolume();
+  EXPECT_EQ(spec.logical_block_size(), 0u);
+  EXPECT_TRUE(ValidateVolumeSpec(spec).ok()) << ValidateVolumeSpec(spec);
+}
+
+TEST(NvmeVolumeValidation, RejectsAMissingOrRelativePathAndAnOddOffset) {
+  v1::Volume spec = NvmeVolume();
+  spec.mutable_nvme()->set_path("");
+  ExpectInvalid(spec, "volume.nvme.path");
+  spec.mutable_nvme()->set_path("dev/ng0n1");
+  ExpectInvalid(spec, "volume.nvme.path");
+  spec = NvmeVolume();
+  spec.mutable_nvme()->set_offset_bytes(100);
+  ExpectInvalid(spec, "volume.nvme.offset_bytes");
+}
+
 TEST(VolumeIdTest, AcceptsDnsLabels) {
   EXPECT_TRUE(IsValidVolumeId("a"));
   EXPECT_TRUE(IsValidVolumeId("pvc-0a1b2c"));

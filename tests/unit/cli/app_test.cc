@@ -62,6 +62,18 @@ TEST_F(Blkctl, NbdUnixVolumeWithoutSizeIsAccepted) {
   EXPECT_EQ(agent_.service().last_create().volume().size_bytes(), 0u);
 }
 
+TEST_F(Blkctl, NvmeVolumeWithoutSizeSendsPathOffsetAndPoll) {
+  Outcome outcome = RunAgainstAgent(
+      {"create-volume", "n1", "--backend", "nvme:///dev/ng0n1?offset=64M", "--poll"});
+  ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
+  const blk::v1::Volume sent = agent_.service().last_create().volume();
+  EXPECT_EQ(sent.size_bytes(), 0u);
+  EXPECT_EQ(sent.logical_block_size(), 0u);
+  EXPECT_EQ(sent.nvme().path(), "/dev/ng0n1");
+  EXPECT_EQ(sent.nvme().offset_bytes(), 64u << 20);
+  EXPECT_TRUE(sent.poll());
+}
+
 TEST_F(Blkctl, CreateVolumeSendsEveryFlagInTheRequest) {
   Outcome outcome =
       RunAgainstAgent({"create-volume", "v1", "--size", "64MiB", "--backend",
@@ -347,7 +359,7 @@ INSTANTIATE_TEST_SUITE_P(
         UsageCase{"UnknownScheme",
                   {"create-volume", "v1", "--size", "1G", "--backend", "iscsi://h/e"},
                   "unknown backend scheme 'iscsi' in 'iscsi://h/e' (supported: null, file, nbd, "
-                  "nbd+unix)"},
+                  "nbd+unix, nvme)"},
         UsageCase{
             "ZeroIoTimeout",
             {"create-volume", "v1", "--size", "1G", "--backend", "nbd://h/", "--io-timeout", "0"},

@@ -54,18 +54,20 @@ TEST_P(ParseBackendUriRejects, WithAMessageNamingTheUri) {
 
 INSTANTIATE_TEST_SUITE_P(
     BadInput, ParseBackendUriRejects,
-    ::testing::Values(BadUri{"", "no scheme"}, BadUri{"/var/lib/x.img", "no scheme"},
-                      BadUri{"://x", "no scheme"},
-                      BadUri{"nvme:///dev/ng0n1", "(supported: null, file, nbd, nbd+unix)"},
-                      BadUri{"nbd:///export", "no host"}, BadUri{"nbd://", "no host"},
-                      BadUri{"nbd+unix:///e", "absolute socket path"},
-                      BadUri{"nbd+unix:///e?socket=rel", "absolute socket path"},
-                      BadUri{"null://x", "nothing after null://"}, BadUri{"file://", "no path"},
-                      BadUri{"file://tmp/x.img", "file:///tmp/x.img"},
-                      BadUri{"file://host", "names host 'host'"}, BadUri{"file:///a?b", "query"},
-                      BadUri{"file:///a#b", "fragment"}, BadUri{"file:///a%2", "two hex digits"},
-                      BadUri{"file:///a%zz", "two hex digits"},
-                      BadUri{"file:///a%", "two hex digits"}, BadUri{"file:///a%00b", "%00"}));
+    ::testing::Values(
+        BadUri{"", "no scheme"}, BadUri{"/var/lib/x.img", "no scheme"}, BadUri{"://x", "no scheme"},
+        BadUri{"iscsi://h/e", "(supported: null, file, nbd, nbd+unix, nvme)"},
+        BadUri{"nvme://dev/ng0n1", "nvme:///dev/ng0n1"}, BadUri{"nvme://", "no path"},
+        BadUri{"nvme:///dev/ng0n1?size=1G", "only query parameter"},
+        BadUri{"nvme:///dev/ng0n1?offset=1.5G", "offset:"},
+        BadUri{"nvme:///dev/ng0n1?offset=", "offset:"}, BadUri{"nbd:///export", "no host"},
+        BadUri{"nbd://", "no host"}, BadUri{"nbd+unix:///e", "absolute socket path"},
+        BadUri{"nbd+unix:///e?socket=rel", "absolute socket path"},
+        BadUri{"null://x", "nothing after null://"}, BadUri{"file://", "no path"},
+        BadUri{"file://tmp/x.img", "file:///tmp/x.img"}, BadUri{"file://host", "names host 'host'"},
+        BadUri{"file:///a?b", "query"}, BadUri{"file:///a#b", "fragment"},
+        BadUri{"file:///a%2", "two hex digits"}, BadUri{"file:///a%zz", "two hex digits"},
+        BadUri{"file:///a%", "two hex digits"}, BadUri{"file:///a%00b", "%00"}));
 
 TEST(ParseBackendUri, NbdUrisAreKeptWholeForTheAgent) {
   for (const char* uri :
@@ -108,6 +110,24 @@ TEST(BackendUriRoundTrip, ParseOfFormatGivesThePathBack) {
   absl::StatusOr<blk::v1::Volume> parsed = ParseBackendUri(FormatBackendUri(volume));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->file().path(), volume.file().path());
+}
+
+TEST(ParseBackendUri, NvmeUriNamesTheCharDeviceAndAnOptionalOffset) {
+  absl::StatusOr<blk::v1::Volume> plain = ParseBackendUri("nvme:///dev/ng0n1");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_TRUE(plain->has_nvme());
+  EXPECT_EQ(plain->nvme().path(), "/dev/ng0n1");
+  EXPECT_EQ(plain->nvme().offset_bytes(), 0u);
+  EXPECT_EQ(FormatBackendUri(*plain), "nvme:///dev/ng0n1");
+
+  absl::StatusOr<blk::v1::Volume> offset = ParseBackendUri("nvme:///dev/ng1n2?offset=1G");
+  ASSERT_TRUE(offset.ok()) << offset.status();
+  EXPECT_EQ(offset->nvme().path(), "/dev/ng1n2");
+  EXPECT_EQ(offset->nvme().offset_bytes(), uint64_t{1} << 30);
+  EXPECT_EQ(FormatBackendUri(*offset), "nvme:///dev/ng1n2?offset=1073741824");
+  absl::StatusOr<blk::v1::Volume> again = ParseBackendUri(FormatBackendUri(*offset));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->nvme().offset_bytes(), uint64_t{1} << 30);
 }
 
 }  // namespace

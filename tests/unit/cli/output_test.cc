@@ -95,6 +95,23 @@ TEST(RenderVolume, ShowsRqAffinityReadBackAndWhatWasAsked) {
   EXPECT_THAT(RenderVolume(volume), HasSubstr("rq affinity:  - (requested 2)\n"));
 }
 
+TEST(RenderVolume, ShowsAnNvmeVolumesOffsetPollAndCopyMode) {
+  blk::v1::Volume volume;
+  volume.set_id("n1");
+  volume.set_size_bytes(1 << 20);
+  volume.set_logical_block_size(4096);
+  volume.set_poll(true);
+  volume.mutable_nvme()->set_path("/dev/ng0n1");
+  volume.mutable_nvme()->set_offset_bytes(1 << 20);
+  volume.mutable_status()->set_state(blk::v1::VOLUME_STATE_LIVE);
+  volume.mutable_status()->set_device_path("/dev/ublkb0");
+  volume.mutable_status()->set_copy_mode("zero_copy");
+  const std::string text = RenderVolume(volume);
+  EXPECT_THAT(text, HasSubstr("backend:      nvme:///dev/ng0n1?offset=1048576\n"));
+  EXPECT_THAT(text, HasSubstr("poll:         yes\n"));
+  EXPECT_THAT(text, HasSubstr("copy mode:    zero_copy\n"));
+}
+
 TEST(RenderVolume, ShowsTheStatusMessageOfAFailedVolume) {
   EXPECT_EQ(RenderVolume(FailedNullVolume()),
             "id:           scratch\n"

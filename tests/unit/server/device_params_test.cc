@@ -135,6 +135,52 @@ TEST(BuildParams, DiscardAndWriteZeroesAreEnabled) {
   EXPECT_EQ(params.discard.max_discard_segments, 1);
 }
 
+TEST(BuildParams, StorageWithoutDiscardOrWriteZeroesAdvertisesNeither) {
+  StorageTraits storage;
+  storage.discard = false;
+  storage.write_zeroes = false;
+  abi::Params params = BuildParams(TypicalConfig(), 512 * 1024, storage);
+  EXPECT_EQ(params.types & abi::kParamTypeDiscard, 0u);
+  EXPECT_EQ(params.discard.max_discard_sectors, 0u);
+  EXPECT_EQ(params.discard.max_write_zeroes_sectors, 0u);
+}
+
+TEST(BuildParams, StorageWithOnlyWriteZeroesAdvertisesItWithinItsLimit) {
+  StorageTraits storage;
+  storage.discard = false;
+  storage.max_write_zeroes_bytes = 32 << 20;
+  abi::Params params = BuildParams(TypicalConfig(), 512 * 1024, storage);
+  EXPECT_NE(params.types & abi::kParamTypeDiscard, 0u);
+  EXPECT_EQ(params.discard.max_discard_sectors, 0u);
+  EXPECT_EQ(params.discard.max_write_zeroes_sectors, (32u << 20) / 512);
+}
+
+TEST(BuildParams, StorageWithoutVolatileCacheGetsNeitherFlushNorFua) {
+  StorageTraits storage;
+  storage.volatile_cache = false;
+  EXPECT_EQ(BuildParams(TypicalConfig(), 512 * 1024, storage).basic.attrs &
+                (abi::kAttrVolatileCache | abi::kAttrFua),
+            0u);
+}
+
+TEST(ChooseDeviceFlags, ZeroCopyWhenTheStorageCanAndTheKernelOffersAutoBufReg) {
+  StorageTraits zero_copy;
+  zero_copy.zero_copy = true;
+  const uint64_t flags = ChooseDeviceFlags(0x1fffff, TypicalConfig(), zero_copy);
+  EXPECT_NE(flags & abi::kFAutoBufReg, 0u);
+  EXPECT_STREQ(CopyModeName(flags), "zero_copy");
+}
+
+TEST(ChooseDeviceFlags, CopyModeOnKernelsWithoutAutoBufRegOrForStorageThatCannot) {
+  StorageTraits zero_copy;
+  zero_copy.zero_copy = true;
+  // 6.12 offers 0x1fe: no AUTO_BUF_REG.
+  const uint64_t lts = ChooseDeviceFlags(0x1fe, TypicalConfig(), zero_copy);
+  EXPECT_EQ(lts & abi::kFAutoBufReg, 0u);
+  EXPECT_STREQ(CopyModeName(lts), "copy");
+  EXPECT_EQ(ChooseDeviceFlags(0x1fffff, TypicalConfig()) & abi::kFAutoBufReg, 0u);
+}
+
 TEST(ValidateDeviceConfig, AcceptsATypicalConfig) {
   EXPECT_TRUE(ValidateDeviceConfig(TypicalConfig()).ok());
 }

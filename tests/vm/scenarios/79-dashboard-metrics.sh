@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The Grafana dashboard and the alert rules (deploy/) query only metrics the agent
-# exports: with null, file and NBD volumes (and null_blk, watched by the BPF probe)
-# under fio, a real scrape has a series for
-# every blk_* metric they use (tests/deploy/check_metrics_exported.py lists any missing),
-# and a real Prometheus scraping the agent returns data for every dashboard query
-# (tests/deploy/check_dashboard_data.py) and evaluates every alert rule without error.
-# An NBD server killed under a volume makes BlkBackendErrors fire in that Prometheus.
+# The Grafana dashboard and the alert rules (deploy/) against the real agent, with null,
+# file and NBD volumes (and null_blk, watched by the BPF probe) under fio:
+# - a scrape has a series for every blk_* metric they query
+#   (tests/deploy/check_metrics_exported.py lists any missing);
+# - a real Prometheus scraping the agent returns data for every dashboard query
+#   (tests/deploy/check_dashboard_data.py) and evaluates every alert rule without error;
+# - the NBD server killed under a read makes BlkBackendErrors fire in that Prometheus.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # The scenarios run from a copy; the deploy files are in the source tree of the build.
@@ -147,13 +147,9 @@ main() {
   local deadline=$((SECONDS + 60))
   until alert_firing BlkBackendErrors vnbd; do
     if ((SECONDS >= deadline)); then
-      scrape | grep -E '^(blk_volume_backend_errors_total|blk_volume_info)' >&2 || true
-      prom_value 'up{job="blkagent"}' >&2 || true
-      curl -fsS "$PROMETHEUS/api/v1/query" --data-urlencode \
-        'query=blk_volume_backend_errors_total[2m]' >&2 || true
+      scrape | grep '^blk_volume_backend_errors_total' >&2 || true
       curl -fsS "$PROMETHEUS/api/v1/alerts" >&2 || true
-      curl -fsS "$PROMETHEUS/api/v1/targets" >&2 || true
-      fail "BlkBackendErrors did not fire for vnbd within 60s (Prometheus's view above)"
+      fail "BlkBackendErrors did not fire for vnbd within 60s (the agent's and Prometheus's view above)"
     fi
     sleep 0.5
   done

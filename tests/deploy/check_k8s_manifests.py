@@ -3,8 +3,8 @@
 
 The Kubernetes manifests in deploy/ fit together: the ServiceMonitor selects the Service
 and scrapes its metrics port, which is the agent's default 9477; the Service is named like
-the job the alerts expect; the Grafana ConfigMap carries the dashboard with the sidecar's
-label."""
+the job the alerts expect; the PrometheusRule holds the alert rules; the Grafana ConfigMap
+carries the dashboard with the sidecar's label."""
 import json
 import os
 import sys
@@ -41,6 +41,10 @@ def check(deploy_dir):
     job = 'job="%s"' % service["metadata"]["name"]
     if ALERT_JOB not in alerts or job != ALERT_JOB:
         errors.append("the alerts expect %s, the ServiceMonitor's job is %s" % (ALERT_JOB, job))
+    with open(os.path.join(deploy_dir, "prometheus", "prometheusrule.yaml")) as f:
+        rule = yaml.safe_load(f)
+    if rule.get("kind") != "PrometheusRule" or rule.get("spec") != yaml.safe_load(alerts):
+        errors.append("prometheusrule.yaml is not a PrometheusRule holding blk-alerts.yaml")
 
     with open(os.path.join(deploy_dir, "grafana", "configmap.yaml")) as f:
         configmap = yaml.safe_load(f)

@@ -37,6 +37,7 @@ struct Options {
   std::string metrics_address = "0.0.0.0:9477";
   std::string bpf_locality = "on";
   std::vector<std::string> watch_block_devices;
+  std::string zero_copy = "auto";
 };
 
 // Removes a socket left by an agent that died; only ever called with the
@@ -159,6 +160,11 @@ int main(int argc, char** argv) {
         absl::StatusOr<std::string> name = blk::agent::BlockDeviceName(device);
         return name.ok() ? "" : std::string(name.status().message());
       });
+  app.add_option("--zero-copy", options.zero_copy,
+                 "auto: zero copy (UBLK_F_AUTO_BUF_REG) where the kernel and backend allow it; "
+                 "off: new devices always copy")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "off"}));
   app.set_version_flag("--version", blk::agent::kAgentVersion);
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(options.log_level));
@@ -188,7 +194,8 @@ int main(int argc, char** argv) {
 
   // Without /metrics nothing reads the per-I/O statistics but GetVolumeStats: "off" turns off
   // their cost on the data path too (tests/bench measures it).
-  blk::agent::UblkProvisioner provisioner(/*io_stats=*/options.metrics_address != "off");
+  blk::agent::UblkProvisioner provisioner(/*io_stats=*/options.metrics_address != "off",
+                                          /*zero_copy=*/options.zero_copy == "auto");
   blk::agent::VolumeTable volumes(std::move(*registry), provisioner);
   for (const std::string& problem : volumes.Restore()) spdlog::warn("restore: {}", problem);
   volumes.StartRetrying();

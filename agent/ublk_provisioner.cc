@@ -87,6 +87,7 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec) {
 server::DeviceConfig UblkProvisioner::ConfigFor(const v1::Volume& spec) const {
   server::DeviceConfig config = DeviceConfigFor(spec);
   config.io_stats = io_stats_;
+  config.zero_copy = zero_copy_;
   return config;
 }
 

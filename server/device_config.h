@@ -22,6 +22,9 @@ struct DeviceConfig {
   bool io_stats = true;
   // The queue threads busy-poll their rings instead of sleeping (lower latency, a busy CPU each).
   bool poll = false;
+  // Zero copy where the kernel and the backend allow it; false: always copy (a comparison, or a
+  // kernel whose zero copy misbehaves).
+  bool zero_copy = true;
   BackendConfig backend;
 };
 

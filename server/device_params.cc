@@ -47,7 +47,7 @@ uint64_t ChooseDeviceFlags(uint64_t kernel_features, const DeviceConfig& config,
   // Copy mode with one thread per queue needs no optional feature. The ioctl encoding is asked
   // for whenever offered: newer kernels may be built without the legacy opcodes.
   uint64_t flags = kernel_features & (abi::kFCmdIoctlEncode | abi::kFSupportRqAffinity);
-  if (storage.zero_copy) flags |= kernel_features & abi::kFAutoBufReg;
+  if (config.zero_copy && storage.zero_copy) flags |= kernel_features & abi::kFAutoBufReg;
   if ((kernel_features & abi::kFUserRecovery) == 0) return flags;
   // The kernel accepts RECOVERY alone, or with exactly one of REISSUE and FAIL_IO.
   if (config.fail_fast) {

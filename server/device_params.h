@@ -20,7 +20,8 @@ absl::Status ValidateDeviceConfig(const DeviceConfig& config);
 // issued again), or with config.fail_fast fails I/O while no agent serves it. SUPPORT_RQ_AFFINITY
 // is asked for whenever offered, so the device's rq_affinity acts as on other block devices. Zero
 // copy (AUTO_BUF_REG: the kernel registers each request's pages in the queue's ring) when the
-// kernel offers it and the storage can use a registered buffer; copy mode otherwise.
+// kernel offers it, the storage can use a registered buffer and config.zero_copy allows it; copy
+// mode otherwise.
 uint64_t ChooseDeviceFlags(uint64_t kernel_features, const DeviceConfig& config,
                            const StorageTraits& storage = {});
 

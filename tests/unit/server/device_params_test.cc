@@ -181,6 +181,14 @@ TEST(ChooseDeviceFlags, CopyModeOnKernelsWithoutAutoBufRegOrForStorageThatCannot
   EXPECT_EQ(ChooseDeviceFlags(0x1fffff, TypicalConfig()) & abi::kFAutoBufReg, 0u);
 }
 
+TEST(ChooseDeviceFlags, ZeroCopySwitchedOffMeansCopyModeEvenWhereOffered) {
+  StorageTraits zero_copy;
+  zero_copy.zero_copy = true;
+  DeviceConfig config = TypicalConfig();
+  config.zero_copy = false;
+  EXPECT_EQ(ChooseDeviceFlags(0x1fffff, config, zero_copy) & abi::kFAutoBufReg, 0u);
+}
+
 TEST(ValidateDeviceConfig, AcceptsATypicalConfig) {
   EXPECT_TRUE(ValidateDeviceConfig(TypicalConfig()).ok());
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Guest script (run by tests/bench/nvme_bench.sh through tests/vm/run-vm.sh):
 #   nvme_vs_raw.sh BUILD_DIR
-# fio 4k random reads, iodepth 32, one job, O_DIRECT, on one NVMe namespace
+# fio 4k random reads (tests/bench/lib.sh bench_iops: iodepth 32, O_DIRECT) on one NVMe namespace
 # four ways, alternating within this one boot:
 #   A  /dev/ngXnY with fio's io_uring_cmd engine (NVMe passthrough: the ceiling)
 #   B  /dev/nvmeXnY with io_uring (the kernel's block layer)
@@ -22,27 +22,17 @@ main() {
   export PATH="$build_dir/bin:$PATH"
   # shellcheck source=../vm/scenarios/lib.sh
   source "$(dirname "${BASH_SOURCE[0]}")/../vm/scenarios/lib.sh"
-
-  runtime="${BLK_BENCH_RUNTIME:-10}"
-  rounds="${BLK_BENCH_ROUNDS:-3}"
+  # shellcheck source=lib.sh
+  source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+  runtime="$bench_runtime"
+  rounds="$bench_rounds"
   blk="$(nvme_namespace 4096)"
   ng="/dev/ng${blk#/dev/nvme}"
   [[ -c "$ng" ]] || fail "no generic char device $ng for $blk"
   fio --enghelp=io_uring_cmd >/dev/null 2>&1 || fail "this fio has no io_uring_cmd engine"
 
   echo "kernel $(uname -r), $(nproc) cpus; namespace $blk / $ng, $(blockdev --getsize64 "$blk") bytes"
-  echo "fio: 4k randread, iodepth 32, 1 job, direct, ${runtime}s per run"
-
-  # Prints the read IOPS of one fio run; extra arguments pick the engine.
-  measure() {
-    local label="$1" json
-    shift
-    json="$LOG_DIR/fio-$label.json"
-    fio --name=randread --rw=randread --bs=4k --iodepth=32 --numjobs=1 --direct=1 \
-      --time_based --runtime="$runtime" --ramp_time=1 --size=512M \
-      --output-format=json --output="$json" "$@" >/dev/null || fail "fio $label failed (see $json)"
-    jq -r '.jobs[0].read.iops | floor' "$json"
-  }
+  echo "fio: 4k randread, iodepth 32, 1 job, direct, ${runtime}s per run, $rounds rounds"
 
   # Prints the IOPS of the NVMe volume with the agent started with ARGS; checks the copy mode.
   measure_volume() {
@@ -53,7 +43,7 @@ main() {
     dev="$(volume_device bench-nvme)"
     [[ "$(ctl get-volume bench-nvme -o json | jq -r .volume.status.copyMode)" == "$mode" ]] ||
       fail "bench-nvme is not in $mode mode"
-    iops="$(measure "$label" --filename="$dev" --ioengine=io_uring)"
+    iops="$(bench_iops "$dev" "$label" --size=512M)"
     ctl delete-volume bench-nvme >/dev/null
     stop_agent >/dev/null
     echo "$iops"
@@ -68,9 +58,11 @@ main() {
   a_runs=() b_runs=() c_runs=() d_runs=()
   for ((round = 1; round <= rounds; round++)); do
     echo "$(date +%T) round $round"
-    a="$(measure "A$round" --filename="$ng" --ioengine=io_uring_cmd --cmd_type=nvme)"
+    # fio takes the last value of an option: passthrough instead of bench_iops' io_uring, and no
+    # O_DIRECT open (the char device refuses it; passthrough bypasses the page cache anyway).
+    a="$(bench_iops "$ng" "A$round" --ioengine=io_uring_cmd --cmd_type=nvme --direct=0 --size=512M)"
     echo "round $round  A passthrough $ng   $a IOPS"
-    b="$(measure "B$round" --filename="$blk" --ioengine=io_uring)"
+    b="$(bench_iops "$blk" "B$round" --size=512M)"
     echo "round $round  B block device $blk $b IOPS"
     c="$(measure_volume "C$round" copy --zero-copy off)"
     echo "round $round  C volume, copy        $c IOPS"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The agent killed with -9 five times while fio writes and verifies (crc32c) a
 # file volume and a 2-queue NBD volume (nbdkit in the guest, without
-# multi-conn: the queues share one connection), with an idle null volume
-# beside them: every restart recovers the devices (user recovery), fio sees no
+# multi-conn: the queues share one connection) and an NVMe volume (zero copy
+# where the kernel has it), with an idle null volume beside them: every restart recovers the devices (user recovery), fio sees no
 # error, the data verifies, and the devices keep their numbers.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -20,7 +20,12 @@ main() {
   ctl create-volume crashy --size 64M --queues 2 --backend "file://$WORK/crashy.img"
   ctl create-volume remote --size 32M --queues 2 --backend "nbd+unix:///?socket=$WORK/nbd.sock"
   ctl create-volume idle --size 64M --backend null://
-  local dev remote_dev idle_dev
+  local nvme_ng
+  nvme_ng="$(nvme_namespace 512)"
+  nvme_ng="/dev/ng${nvme_ng#/dev/nvme}"
+  ctl create-volume fast --size 32M --backend "nvme://$nvme_ng"
+  local dev remote_dev idle_dev fast_dev
+  fast_dev="$(volume_device fast)"
   dev="$(volume_device crashy)"
   remote_dev="$(volume_device remote)"
   idle_dev="$(volume_device idle)"
@@ -39,6 +44,11 @@ main() {
     --verify_backlog=1024 --do_verify=1 --rate=96k >"$LOG_DIR/fio-kill9-nbd.log" 2>&1 &
   local remote_fio_pid=$!
   on_exit kill "$remote_fio_pid"
+  fio --name=pattern --filename="$fast_dev" --direct=1 --ioengine="$fio_engine" --rw=randwrite \
+    --bs=4k --iodepth=16 --size=16M --randrepeat=1 --verify=crc32c --verify_fatal=1 \
+    --verify_backlog=1024 --do_verify=1 --rate=96k >"$LOG_DIR/fio-kill9-nvme.log" 2>&1 &
+  local fast_fio_pid=$!
+  on_exit kill "$fast_fio_pid"
 
   local kill writes
   for kill in 1 2 3 4 5; do
@@ -47,13 +57,16 @@ main() {
     process_gone "$fio_pid" && fail "fio ended before kill $kill (too fast for the test); see fio-kill9.log"
     process_gone "$remote_fio_pid" &&
       fail "fio on the NBD volume ended before kill $kill (too fast for the test); see fio-kill9-nbd.log"
+    process_gone "$fast_fio_pid" &&
+      fail "fio on the NVMe volume ended before kill $kill (too fast for the test); see fio-kill9-nvme.log"
     step "kill -9 number $kill"
     kill_agent
     start_agent --on-exit delete
     expect_eq "crashy keeps its device after kill $kill" "$dev" "$(volume_device crashy)"
     expect_eq "remote keeps its device after kill $kill" "$remote_dev" "$(volume_device remote)"
     expect_eq "idle keeps its device after kill $kill" "$idle_dev" "$(volume_device idle)"
-    expect_eq "live volumes after kill $kill" "crashy,idle,remote" "$(live_volumes)"
+    expect_eq "fast keeps its device after kill $kill" "$fast_dev" "$(volume_device fast)"
+    expect_eq "live volumes after kill $kill" "crashy,fast,idle,remote" "$(live_volumes)"
   done
 
   step "fio finishes without errors"
@@ -74,6 +87,16 @@ main() {
   grep -qE "err= *0" "$LOG_DIR/fio-kill9-nbd.log" ||
     fail "fio on the NBD volume reported errors; see fio-kill9-nbd.log"
   echo "ok: fio wrote and verified 16M on the NBD volume across 5 kills"
+  status=0
+  wait "$fast_fio_pid" || status=$?
+  if ((status != 0)); then
+    cat "$LOG_DIR/fio-kill9-nvme.log" >&2
+    fail "fio on the NVMe volume exited with status $status across the kills"
+  fi
+  grep -qE "err= *0" "$LOG_DIR/fio-kill9-nvme.log" ||
+    fail "fio on the NVMe volume reported errors; see fio-kill9-nvme.log"
+  echo "ok: fio wrote and verified 16M on the NVMe volume ($(ctl get-volume fast -o json | jq -r .volume.status.copyMode)) across 5 kills"
+  fio_check_pattern "$fast_dev" 16M
   fio_check_pattern "$remote_dev" 16M
   fio_check_pattern "$dev" 32M
   expect_eq "idle reads zeroes" 0 "$(head -c 1M "$idle_dev" | tr -d '\0' | wc -c)"
@@ -81,6 +104,7 @@ main() {
   ctl delete-volume crashy
   ctl delete-volume remote
   ctl delete-volume idle
+  ctl delete-volume fast
   stop_agent
 }
 

@@ -108,6 +108,9 @@ main() {
   if (((oncs >> 3) & 1)); then
     (($(cat "$(sysfs_of "$dev512")/queue/write_zeroes_max_bytes") > 0)) || fail "the namespace has Write Zeroes but n512 does not offer it"
   fi
+  # A flush (fsync of the block device) completes, in either copy mode.
+  dd if=/dev/urandom of="$dev512" bs=4k count=1 seek=2048 oflag=direct conv=fsync status=none ||
+    fail "a write with fsync on n512 failed"
   blkdiscard -z -o 4M -l 2M "$dev512"
   expect_eq "nonzero bytes after write zeroes" 0 "$(dd if="$dev512" bs=1M skip=4 count=2 iflag=direct status=none | tr -d '\0' | wc -c)"
 

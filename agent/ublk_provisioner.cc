@@ -3,6 +3,7 @@
 #include <absl/strings/numbers.h>
 #include <absl/strings/strip.h>
 
+#include <cstring>
 #include <filesystem>
 
 #include "agent/volume_stats.h"
@@ -12,8 +13,14 @@ namespace {
 
 class UblkVolumeDevice final : public VolumeDevice {
  public:
-  UblkVolumeDevice(std::unique_ptr<server::Device> device, std::shared_ptr<server::NbdStats> nbd)
-      : device_(std::move(device)), nbd_(std::move(nbd)) {}
+  UblkVolumeDevice(std::unique_ptr<server::Device> device, const server::DeviceConfig& config)
+      : device_(std::move(device)) {
+    if (const auto* nbd = std::get_if<server::NbdBackendConfig>(&config.backend)) nbd_ = nbd->stats;
+    if (const auto* nvme = std::get_if<server::NvmeBackendConfig>(&config.backend)) {
+      nvme_ = nvme->stats;
+      nvme_path_ = nvme->path;
+    }
+  }
   int id() const override { return device_->id(); }
   BackendFaults backend_faults() const override {
     if (!nbd_) return {};
@@ -21,6 +28,16 @@ class UblkVolumeDevice final : public VolumeDevice {
             .server_errors = nbd_->server_errors.load(std::memory_order_relaxed),
             .protocol_errors = nbd_->protocol_errors.load(std::memory_order_relaxed),
             .io_timeouts = nbd_->timeouts.load(std::memory_order_relaxed)};
+  }
+  std::string backend_lost() const override {
+    if (!nvme_) return {};
+    const uint64_t failed = nvme_->gone_errors.load(std::memory_order_relaxed);
+    if (failed == 0) return {};
+    const int32_t result = nvme_->gone_result.load(std::memory_order_relaxed);
+    const std::string answer = result < 0 ? absl::StrCat(std::strerror(-result), " (", result, ")")
+                                          : absl::StrCat("NVMe status 0x", absl::Hex(result));
+    return absl::StrCat("NVMe namespace ", nvme_path_, " is gone: ", failed,
+                        " requests failed with EIO (the kernel answered ", answer, ")");
   }
   std::string block_path() const override { return device_->block_path(); }
   absl::StatusOr<v1::VolumeStats> Stats(const std::string& volume_id) const override {
@@ -40,12 +57,9 @@ class UblkVolumeDevice final : public VolumeDevice {
  private:
   std::unique_ptr<server::Device> device_;
   std::shared_ptr<server::NbdStats> nbd_;
+  std::shared_ptr<server::NvmeStats> nvme_;
+  std::string nvme_path_;
 };
-
-std::shared_ptr<server::NbdStats> NbdStatsOf(const server::DeviceConfig& config) {
-  const auto* nbd = std::get_if<server::NbdBackendConfig>(&config.backend);
-  return nbd ? nbd->stats : nullptr;
-}
 
 }  // namespace
 
@@ -74,7 +88,8 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec) {
       break;
     }
     case v1::Volume::kNvme:
-      config.backend = server::NvmeBackendConfig{spec.nvme().path(), spec.nvme().offset_bytes()};
+      config.backend = server::NvmeBackendConfig{spec.nvme().path(), spec.nvme().offset_bytes(),
+                                                 std::make_shared<server::NvmeStats>()};
       break;
     case v1::Volume::kNull:
     case v1::Volume::BACKEND_NOT_SET:
@@ -97,7 +112,7 @@ absl::StatusOr<std::unique_ptr<VolumeDevice>> UblkProvisioner::Provision(const v
   const server::DeviceConfig config = ConfigFor(spec);
   absl::StatusOr<std::unique_ptr<server::Device>> device = server::Device::Create(config, id);
   if (!device.ok()) return device.status();
-  return std::make_unique<UblkVolumeDevice>(std::move(*device), NbdStatsOf(config));
+  return std::make_unique<UblkVolumeDevice>(std::move(*device), config);
 }
 
 absl::StatusOr<std::unique_ptr<VolumeDevice>> UblkProvisioner::Recover(const v1::Volume& spec,
@@ -106,7 +121,7 @@ absl::StatusOr<std::unique_ptr<VolumeDevice>> UblkProvisioner::Recover(const v1:
   absl::StatusOr<std::unique_ptr<server::Device>> device =
       server::Device::Recover(static_cast<uint32_t>(device_id), config);
   if (!device.ok()) return device.status();
-  return std::make_unique<UblkVolumeDevice>(std::move(*device), NbdStatsOf(config));
+  return std::make_unique<UblkVolumeDevice>(std::move(*device), config);
 }
 
 KernelDeviceState UblkProvisioner::StateOf(int device_id) {

@@ -28,6 +28,8 @@ class VolumeDevice {
   virtual int id() const = 0;
   virtual std::string block_path() const = 0;
   virtual BackendFaults backend_faults() const { return {}; }
+  // Why the backend can serve no more I/O (an NVMe namespace that went away), "" while it can.
+  virtual std::string backend_lost() const { return {}; }
   // I/O statistics since the device came up (see SnapshotVolumeStats); FailedPrecondition when
   // the device keeps none. Called with the volume table locked: no waiting.
   virtual absl::StatusOr<v1::VolumeStats> Stats(const std::string& volume_id) const {

@@ -451,6 +451,12 @@ v1::Volume VolumeTable::WithLiveCounters(const Entry& entry) {
   absl::StatusOr<uint32_t> rq_affinity = entry.device->RqAffinity();
   if (rq_affinity.ok()) status.set_rq_affinity(*rq_affinity);
   status.set_rq_affinity_redirected(entry.device->RqAffinityRedirected());
+  // The device stays (delete-volume removes it) but serves nothing: failed, not retried.
+  if (std::string lost = entry.device->backend_lost();
+      !lost.empty() && status.state() == v1::VOLUME_STATE_LIVE) {
+    status.set_state(v1::VOLUME_STATE_FAILED);
+    status.set_message(std::move(lost));
+  }
   return volume;
 }
 

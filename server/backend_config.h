@@ -6,6 +6,7 @@
 #include <variant>
 
 #include "server/nbd_stats.h"
+#include "server/nvme_stats.h"
 
 namespace blk::server {
 
@@ -27,6 +28,7 @@ struct NbdBackendConfig {
 struct NvmeBackendConfig {
   std::string path;
   uint64_t offset_bytes = 0;
+  std::shared_ptr<NvmeStats> stats;  // optional: the caller reads a vanished namespace here
 };
 using BackendConfig =
     std::variant<NullBackendConfig, FileBackendConfig, NbdBackendConfig, NvmeBackendConfig>;

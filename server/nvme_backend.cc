@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <span>
+#include <utility>
 
 #include "server/nvme_sqe.h"
 #include "server/ublk_abi.h"
@@ -9,13 +10,15 @@
 namespace blk::server {
 
 NvmeBackend::NvmeBackend(int fd, const nvme::NamespaceTarget& target, bool read_only,
-                         uint16_t queue_depth, uint32_t max_request_bytes)
+                         uint16_t queue_depth, uint32_t max_request_bytes,
+                         std::shared_ptr<NvmeStats> stats)
     : fd_(fd),
       target_(target),
       read_only_(read_only),
       commands_per_tag_(nvme::MaxCommandsPerRequest(target, max_request_bytes)),
       tags_(queue_depth),
-      commands_(size_t{queue_depth} * commands_per_tag_) {}
+      commands_(size_t{queue_depth} * commands_per_tag_),
+      stats_(std::move(stats)) {}
 
 absl::Status NvmeBackend::Attach(Ring& ring, int first_file) {
   constexpr unsigned kBig = IORING_SETUP_SQE128 | IORING_SETUP_CQE32;
@@ -84,7 +87,14 @@ int32_t NvmeBackend::Submit(uint16_t tag, const BlockIo& io) {
 int32_t NvmeBackend::OnCompletion(uint16_t tag, const io_uring_cqe& cqe) {
   if (tag >= tags_.size()) return -EINVAL;
   TagState& state = tags_[tag];
-  const int error = nvme::ErrnoFromCompletion(cqe.res);
+  int error = nvme::ErrnoFromCompletion(cqe.res);
+  if (error != 0 && nvme::NamespaceGone(cqe.res)) {
+    error = EIO;
+    if (stats_) {
+      stats_->gone_result.store(cqe.res, std::memory_order_relaxed);
+      stats_->gone_errors.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
   if (error != 0 && state.error == 0) state.error = error;
   if (--state.pending > 0) return kInFlight;
   return state.error != 0 ? -state.error : state.result;

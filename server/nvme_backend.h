@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "server/backend.h"
 #include "server/nvme_command.h"
+#include "server/nvme_stats.h"
 
 namespace blk::server {
 
@@ -15,8 +17,10 @@ class NvmeBackend final : public Backend {
  public:
   // `max_request_bytes`: the largest data request the queue hands over, which sizes the per-tag
   // command arrays (discards and write-zeroes need one command within the device's limits).
+  // A command that finds the namespace gone fails its request with EIO and is recorded in
+  // `stats` (may be null).
   NvmeBackend(int fd, const nvme::NamespaceTarget& target, bool read_only, uint16_t queue_depth,
-              uint32_t max_request_bytes);
+              uint32_t max_request_bytes, std::shared_ptr<NvmeStats> stats = nullptr);
 
   std::vector<int> Files() const override { return {fd_}; }
   absl::Status Attach(Ring& ring, int first_file) override;
@@ -39,6 +43,7 @@ class NvmeBackend final : public Backend {
   int file_index_ = -1;
   std::vector<TagState> tags_;
   std::vector<nvme::UringCmd> commands_;  // commands_per_tag_ per tag
+  std::shared_ptr<NvmeStats> stats_;
 };
 
 }  // namespace blk::server

@@ -215,4 +215,11 @@ int ErrnoFromCompletion(int32_t res) {
   return ErrnoFromStatus(static_cast<uint32_t>(res));
 }
 
+bool NamespaceGone(int32_t res) {
+  if (res < 0) return res == -ENODEV || res == -ENXIO || res == -ESHUTDOWN;
+  const uint8_t sc = res & kStatusScMask;
+  const uint8_t sct = (res >> kStatusSctShift) & kStatusSctMask;
+  return sct == kSctPathRelated || (sct == kSctGeneric && sc == kScInvalidNamespace);
+}
+
 }  // namespace blk::server::nvme

@@ -65,4 +65,8 @@ int ErrnoFromStatus(uint32_t status);
 // kernel, positive ones are NVMe status. Returns 0 or a positive errno.
 int ErrnoFromCompletion(int32_t res);
 
+// Whether a URING_CMD completion's res says the namespace or its controller is gone (the kernel
+// refusing the command on a removed device, or a path or invalid-namespace NVMe status).
+bool NamespaceGone(int32_t res);
+
 }  // namespace blk::server::nvme

@@ -61,7 +61,7 @@ absl::StatusOr<std::unique_ptr<NvmeStorage>> NvmeStorage::Open(const NvmeBackend
   absl::StatusOr<nvme::NamespaceTarget> target =
       nvme::MakeNamespaceTarget(*profile, nvme.offset_bytes, config.size_bytes);
   if (!target.ok()) return PathError(nvme.path, target.status().message());
-  return std::unique_ptr<NvmeStorage>(new NvmeStorage(std::move(*fd), *target, config));
+  return std::unique_ptr<NvmeStorage>(new NvmeStorage(std::move(*fd), *target, config, nvme.stats));
 }
 
 StorageTraits NvmeStorage::traits() const {
@@ -82,7 +82,7 @@ StorageTraits NvmeStorage::traits() const {
 
 absl::StatusOr<std::unique_ptr<Backend>> NvmeStorage::NewQueueBackend(uint16_t queue_depth) {
   return std::make_unique<NvmeBackend>(fd_.get(), target_, config_.read_only, queue_depth,
-                                       config_.max_io_bytes);
+                                       config_.max_io_bytes, stats_);
 }
 
 absl::StatusOr<NvmeNamespaceInfo> ProbeNvmeNamespace(const std::string& path) {

@@ -1,6 +1,7 @@
 // A volume on an NVMe namespace, served through io_uring passthrough on its generic char device.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "server/backend.h"
@@ -25,12 +26,14 @@ class NvmeStorage final : public Storage {
   const nvme::NamespaceTarget& target() const { return target_; }
 
  private:
-  NvmeStorage(UniqueFd fd, const nvme::NamespaceTarget& target, const DeviceConfig& config)
-      : fd_(std::move(fd)), target_(target), config_(config) {}
+  NvmeStorage(UniqueFd fd, const nvme::NamespaceTarget& target, const DeviceConfig& config,
+              std::shared_ptr<NvmeStats> stats)
+      : fd_(std::move(fd)), target_(target), config_(config), stats_(std::move(stats)) {}
 
   UniqueFd fd_;
   nvme::NamespaceTarget target_;
   DeviceConfig config_;
+  std::shared_ptr<NvmeStats> stats_;
 };
 
 // What a namespace offers a volume, for checks before a device is created. Opens `path` like

@@ -21,6 +21,7 @@ struct FakeDeviceState {
   bool open = false;
   bool stopped = false;
   BackendFaults faults;
+  std::string lost;          // backend_lost()
   uint32_t rq_affinity = 1;  // the kernel's default for a new device
   int rq_affinity_writes = 0;
   absl::Status rq_affinity_error;  // what writing it fails with
@@ -36,6 +37,7 @@ class FakeDevice final : public VolumeDevice {
   int id() const override { return id_; }
   std::string block_path() const override { return "/dev/ublkb" + std::to_string(id_); }
   BackendFaults backend_faults() const override { return state_->faults; }
+  std::string backend_lost() const override { return state_->lost; }
   absl::StatusOr<uint32_t> RqAffinity() const override { return state_->rq_affinity; }
   absl::Status SetRqAffinity(uint32_t value) override {
     if (!state_->rq_affinity_error.ok()) return state_->rq_affinity_error;
@@ -234,6 +236,24 @@ TEST_F(VolumeTableTest, GetAndListShowTheBackendFaultCountsOfTheRunningDevice) {
   std::vector<v1::Volume> listed = Table().List();
   ASSERT_THAT(listed, SizeIs(1));
   EXPECT_EQ(listed[0].status().server_errors(), 3u);
+}
+
+TEST_F(VolumeTableTest, AVolumeWhoseBackendIsLostIsFailedWithTheReasonAndCanBeDeleted) {
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
+  provisioner_.devices.at("v1")->lost = "NVMe namespace /dev/ng1n1 is gone";
+  auto volume = Table().Get("v1");
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  EXPECT_EQ(volume->status().state(), v1::VOLUME_STATE_FAILED);
+  EXPECT_EQ(volume->status().message(), "NVMe namespace /dev/ng1n1 is gone");
+  EXPECT_EQ(volume->status().device_path(), "/dev/ublkb0");
+  std::vector<v1::Volume> listed = Table().List();
+  ASSERT_THAT(listed, SizeIs(1));
+  EXPECT_EQ(listed[0].status().state(), v1::VOLUME_STATE_FAILED);
+
+  provisioner_.devices.at("v1")->open = true;
+  ASSERT_TRUE(Table().Delete("v1", /*force=*/true).ok());
+  EXPECT_TRUE(provisioner_.devices.at("v1")->stopped);
+  EXPECT_EQ(Table().Get("v1").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(VolumeTableTest, CreatingTheSameSpecAgainReturnsTheExistingVolume) {

@@ -275,5 +275,16 @@ TEST(NvmeStatus, CompletionResIsKernelErrnoWhenNegativeAndNvmeStatusWhenPositive
             ENOSPC);
 }
 
+TEST(NvmeStatus, ARemovedDeviceOrAMissingPathOrNamespaceIsAGoneNamespace) {
+  EXPECT_TRUE(NamespaceGone(-ENODEV));
+  EXPECT_TRUE(NamespaceGone(-ENXIO));
+  EXPECT_TRUE(NamespaceGone(static_cast<int32_t>(Status(kSctPathRelated, 0x70))));
+  EXPECT_TRUE(NamespaceGone(static_cast<int32_t>(Status(kSctGeneric, kScInvalidNamespace))));
+  EXPECT_FALSE(NamespaceGone(0));
+  EXPECT_FALSE(NamespaceGone(-EINVAL));
+  EXPECT_FALSE(NamespaceGone(static_cast<int32_t>(Status(kSctMediaError, kScWriteFault))));
+  EXPECT_FALSE(NamespaceGone(static_cast<int32_t>(Status(kSctGeneric, kScLbaOutOfRange))));
+}
+
 }  // namespace
 }  // namespace blk::server::nvme

@@ -115,7 +115,10 @@ int32_t NbdBackend::Start(uint32_t slot, const BlockIo& io) {
     default:
       return -EOPNOTSUPP;
   }
-  if (failing_) return -EIO;
+  if (failing_) {
+    stats_->timeouts.fetch_add(1, std::memory_order_relaxed);
+    return -EIO;
+  }
   TagState& s = tags_[slot];
   s.io = io;
   s.started = false;

@@ -11,7 +11,8 @@ struct NbdStats {
   std::atomic<uint64_t> reconnects{0};
   std::atomic<uint64_t> server_errors{0};    // requests the server answered with an error
   std::atomic<uint64_t> protocol_errors{0};  // connections dropped for a malformed reply
-  std::atomic<uint64_t> timeouts{0};         // requests failed with EIO after io_timeout
+  // Requests failed with EIO after io_timeout (waiting ones, and new ones while still down).
+  std::atomic<uint64_t> timeouts{0};
 };
 
 }  // namespace blk::server

@@ -313,9 +313,11 @@ TEST_F(NbdBackendTest, ServerDownPastIoTimeoutFailsWithEioThenRecovers) {
   const auto start = testing_nbd::Clock::now();
   EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 4096)), -EIO);
   EXPECT_LT(testing_nbd::Clock::now() - start, std::chrono::seconds(10));
-  EXPECT_GE(storage_->stats()->timeouts.load(), 1u);
-  // While the server stays away, new requests fail at once.
+  const uint64_t timed_out = storage_->stats()->timeouts.load();
+  EXPECT_GE(timed_out, 1u);
+  // While the server stays away, new requests fail at once, and count as timed out too.
   EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 4096)), -EIO);
+  EXPECT_EQ(storage_->stats()->timeouts.load(), timed_out + 1);
 
   ASSERT_TRUE(kit_->Start());
   const auto deadline = testing_nbd::Clock::now() + std::chrono::seconds(15);

@@ -22,8 +22,9 @@ struct BlockIo {
   uint64_t offset = 0;     // bytes
   uint32_t length = 0;     // bytes
   void* buffer = nullptr;  // the tag's buffer; data for writes, destination of reads
-  // Zero copy (UBLK_F_AUTO_BUF_REG): the request's own pages are registered buffer
-  // `buffer_index` of the queue's ring and `buffer` is null. -1 in copy mode.
+  // The data lies in registered buffer `buffer_index` of the queue's ring (-1: not registered).
+  // Zero copy (UBLK_F_AUTO_BUF_REG): that buffer is the request's own pages, addressed from 0,
+  // and `buffer` is null. Copy mode with StorageTraits::registered_buffers: `buffer` lies in it.
   int32_t buffer_index = -1;
 };
 
@@ -37,6 +38,7 @@ struct StorageTraits {
   bool big_ring_entries = false;        // the backend's SQEs need IORING_SETUP_SQE128 + CQE32
   unsigned max_sqes_per_io = 1;         // backend SQEs one ublk request may need at once
   bool zero_copy = false;               // serves I/O from a registered buffer index (BlockIo)
+  bool registered_buffers = false;      // in copy mode, wants the tag buffers registered too
 };
 
 // Returned instead of a result when the I/O went into the ring and completes later.

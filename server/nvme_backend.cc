@@ -45,14 +45,14 @@ int32_t NvmeBackend::Submit(uint16_t tag, const BlockIo& io) {
       return -EOPNOTSUPP;
   }
   TagState& state = tags_[tag];
-  const bool zero_copy = io.buffer_index >= 0;
+  const bool registered = io.buffer_index >= 0;
   nvme::BlockRequest request;
   request.op = io.op;
   request.offset_bytes = io.offset;
   request.length_bytes = io.length;
   request.fua = (io.flags & abi::kIoFFua) != 0;
-  // A registered buffer is addressed from its start.
-  request.buffer = zero_copy ? 0 : reinterpret_cast<uintptr_t>(io.buffer);
+  // The request's own pages (zero copy) are addressed from 0; our buffers by their address.
+  request.buffer = reinterpret_cast<uintptr_t>(io.buffer);
   std::span<nvme::UringCmd> commands(commands_.data() + size_t{tag} * commands_per_tag_,
                                      commands_per_tag_);
   const int count = nvme::BuildCommands(target_, request, commands, &state.dsm);
@@ -62,7 +62,7 @@ int32_t NvmeBackend::Submit(uint16_t tag, const BlockIo& io) {
 
   const bool carries_data = io.op == abi::kIoOpRead || io.op == abi::kIoOpWrite;
   nvme::SqeBuffer buffer;
-  if (zero_copy && carries_data) {
+  if (registered && carries_data) {
     buffer.fixed = true;
     buffer.index = static_cast<uint16_t>(io.buffer_index);
   }

@@ -75,6 +75,7 @@ StorageTraits NvmeStorage::traits() const {
       target_.write_zeroes ? uint64_t{nvme::kMaxBlocksPerCommand} << target_.lba_shift : 0;
   traits.big_ring_entries = true;
   traits.zero_copy = true;
+  traits.registered_buffers = true;
   // Data requests split at MDTS; a discard is one DSM, a write-zeroes one command (see above).
   traits.max_sqes_per_io = nvme::MaxCommandsPerRequest(target_, config_.max_io_bytes);
   return traits;

@@ -50,7 +50,9 @@ TEST(NbdUriTest, MalformedUrisAreRefusedWithTheReason) {
         "nbd+unix:///x", "nbd+unix:///x?socket=rel", "nbd+unix:///x?socket=/s&tls=on"}) {
     absl::StatusOr<NbdAddress> a = ParseNbdUri(uri);
     EXPECT_FALSE(a.ok()) << uri;
-    if (!a.ok()) EXPECT_NE(a.status().message().find("NBD URI"), absl::string_view::npos);
+    if (!a.ok()) {
+      EXPECT_NE(a.status().message().find("NBD URI"), absl::string_view::npos);
+    }
   }
 }
 

@@ -133,6 +133,22 @@ TEST_F(NvmeBackendTest, ZeroCopyAddressesTheRegisteredBufferFromItsStart) {
   }
 }
 
+TEST_F(NvmeBackendTest, CopyModeUsesTheRegisteredTagBufferAtItsAddress) {
+  BlockIo io;
+  io.op = abi::kIoOpWrite;
+  io.length = 256 * 1024;
+  io.buffer = buffer_.data();
+  io.buffer_index = 1;
+  ASSERT_EQ(backend_->Submit(1, io), kInFlight);
+  std::vector<const io_uring_sqe*> sqes = Queued();
+  ASSERT_EQ(sqes.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(sqes[i]->uring_cmd_flags, IORING_URING_CMD_FIXED);
+    EXPECT_EQ(sqes[i]->buf_index, 1);
+    EXPECT_EQ(CmdOf(sqes[i]).addr, reinterpret_cast<uintptr_t>(buffer_.data()) + 128 * 1024 * i);
+  }
+}
+
 TEST_F(NvmeBackendTest, DiscardIsOneDeallocateWithItsRangeInThePerTagState) {
   BlockIo io;
   io.op = abi::kIoOpDiscard;
@@ -191,7 +207,7 @@ TEST(NvmeStorage, RefusesPathsThatAreNotAGenericCharDeviceNamingThePath) {
   config.size_bytes = 1 << 20;
   for (const char* path : {"/nonexistent/ng0n1", "/etc/hostname", "relative/ng0n1"}) {
     absl::StatusOr<std::unique_ptr<NvmeStorage>> storage =
-        NvmeStorage::Open(NvmeBackendConfig{path, 0}, config);
+        NvmeStorage::Open(NvmeBackendConfig{path, 0, nullptr}, config);
     ASSERT_FALSE(storage.ok()) << path;
     EXPECT_EQ(storage.status().code(), absl::StatusCode::kInvalidArgument) << path;
     EXPECT_NE(storage.status().message().find(path), absl::string_view::npos)
@@ -199,7 +215,7 @@ TEST(NvmeStorage, RefusesPathsThatAreNotAGenericCharDeviceNamingThePath) {
   }
   // A char device that is no NVMe namespace: the Identify path says so.
   absl::StatusOr<std::unique_ptr<NvmeStorage>> null_dev =
-      NvmeStorage::Open(NvmeBackendConfig{"/dev/null", 0}, config);
+      NvmeStorage::Open(NvmeBackendConfig{"/dev/null", 0, nullptr}, config);
   ASSERT_FALSE(null_dev.ok());
   EXPECT_NE(null_dev.status().message().find("not an NVMe namespace"), absl::string_view::npos)
       << null_dev.status().message();

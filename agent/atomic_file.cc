@@ -3,11 +3,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <absl/strings/str_cat.h>
-
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+
+#include "absl/strings/str_cat.h"
 
 namespace blk::agent {
 namespace {

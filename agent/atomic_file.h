@@ -1,8 +1,8 @@
 #pragma once
 
-#include <absl/status/status.h>
-
 #include <string>
+
+#include "absl/status/status.h"
 
 namespace blk::agent {
 

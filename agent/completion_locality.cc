@@ -1,17 +1,16 @@
 #include "agent/completion_locality.h"
 
-#include <absl/strings/numbers.h>
-#include <absl/strings/str_cat.h>
-#include <absl/strings/str_replace.h>
-#include <absl/strings/str_split.h>
-#include <absl/strings/strip.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
-#include "server/cpu_list.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "server/ublk/cpu_list.h"
 
 namespace blk::agent {
 namespace {

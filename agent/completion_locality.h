@@ -1,10 +1,10 @@
 #pragma once
 
-#include <absl/status/statusor.h>
-
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "absl/status/statusor.h"
 
 namespace blk::agent {
 

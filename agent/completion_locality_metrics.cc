@@ -1,11 +1,11 @@
 #include "agent/completion_locality_metrics.h"
 
-#include <absl/strings/match.h>
-#include <absl/strings/str_cat.h>
-#include <absl/strings/strip.h>
-
 #include <map>
 #include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace blk::agent {
 

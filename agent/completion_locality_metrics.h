@@ -1,12 +1,11 @@
 #pragma once
 
-#include <prometheus/metric_family.h>
-
 #include <string>
 #include <vector>
 
 #include "agent/completion_locality_probe.h"
 #include "blk/v1/volume.pb.h"
+#include "prometheus/metric_family.h"
 
 namespace blk::agent {
 

@@ -1,17 +1,17 @@
 #include "agent/completion_locality_probe.h"
 
-#include <absl/strings/str_cat.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdarg>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "agent/bpf/completion_locality.skel.h"
 #include "agent/bpf/completion_locality_abi.h"
+#include "spdlog/spdlog.h"
 
 namespace blk::agent {
 namespace {

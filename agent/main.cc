@@ -6,16 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
-#include <prometheus/exposer.h>
-#include <spdlog/spdlog.h>
-#include <CLI/CLI.hpp>
-
 #include <chrono>
 #include <filesystem>
 
+#include "CLI/CLI.hpp"
 #include "agent/completion_locality_metrics.h"
 #include "agent/completion_locality_probe.h"
 #include "agent/metrics_collector.h"
@@ -25,6 +19,11 @@
 #include "agent/version.h"
 #include "agent/volume_service.h"
 #include "agent/volume_table.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "prometheus/exposer.h"
+#include "spdlog/spdlog.h"
 
 namespace {
 

@@ -1,14 +1,13 @@
 #include "agent/metrics_collector.h"
 
-#include <absl/strings/str_format.h>
-#include <absl/strings/str_join.h>
-#include <prometheus/metric_family.h>
-
 #include <limits>
 #include <map>
 
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "agent/version.h"
 #include "blk/v1/volume_state_name.h"
+#include "prometheus/metric_family.h"
 
 namespace blk::agent {
 namespace {

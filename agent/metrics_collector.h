@@ -1,10 +1,9 @@
 #pragma once
 
-#include <prometheus/collectable.h>
-
 #include "agent/completion_locality_metrics.h"
 #include "agent/volume_table.h"
 #include "blk/v1/volume.pb.h"
+#include "prometheus/collectable.h"
 
 namespace blk::agent {
 

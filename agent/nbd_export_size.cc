@@ -1,15 +1,14 @@
 #include "agent/nbd_export_size.h"
 
-#include <absl/strings/str_cat.h>
-#include <spdlog/spdlog.h>
-
-#include "server/nbd_storage.h"
+#include "absl/strings/str_cat.h"
+#include "server/nbd/storage.h"
+#include "spdlog/spdlog.h"
 
 namespace blk::agent {
 
 NbdSizeProbe RealNbdSizeProbe() {
   return [](const std::string& uri) -> absl::StatusOr<uint64_t> {
-    absl::StatusOr<server::nbd::ExportInfo> info = server::ProbeNbdExport(uri);
+    absl::StatusOr<server::nbd::ExportInfo> info = server::nbd::ProbeExport(uri);
     if (!info.ok()) return info.status();
     return info->size;
   };

@@ -1,18 +1,18 @@
 // The size of an NBD volume created without one: the export's, learned by a handshake.
 #pragma once
 
-#include <absl/status/statusor.h>
-
 #include <cstdint>
 #include <functional>
 #include <string>
+
+#include "absl/status/statusor.h"
 
 namespace blk::agent {
 
 // Connects to an NBD URI and returns the export's size in bytes. Blocking.
 using NbdSizeProbe = std::function<absl::StatusOr<uint64_t>(const std::string& uri)>;
 
-// The probe the agent uses: a real handshake (server::ProbeNbdExport).
+// The probe the agent uses: a real handshake (server::nbd::ProbeExport).
 NbdSizeProbe RealNbdSizeProbe();
 
 // The export's size rounded down to a multiple of the logical block size (the rounding is

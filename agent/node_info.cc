@@ -4,7 +4,7 @@
 #include <unistd.h>
 
 #include "agent/version.h"
-#include "server/ublk_support.h"
+#include "server/ublk/support.h"
 
 namespace blk::agent {
 

@@ -1,7 +1,8 @@
 #include "agent/nvme_volume.h"
 
-#include <absl/strings/str_cat.h>
 #include <sys/stat.h>
+
+#include "absl/strings/str_cat.h"
 
 namespace blk::agent {
 namespace {

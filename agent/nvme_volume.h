@@ -2,14 +2,13 @@
 // checks that need the namespace (capacity, LBA alignment) or the other volumes (overlap).
 #pragma once
 
-#include <absl/status/status.h>
-#include <absl/status/statusor.h>
-
 #include <functional>
 #include <string>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "blk/v1/volume.pb.h"
-#include "server/nvme_storage.h"
+#include "server/nvme/storage.h"
 
 namespace blk::agent {
 

@@ -4,11 +4,11 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include <absl/strings/str_cat.h>
-
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+
+#include "absl/strings/str_cat.h"
 
 namespace blk::agent {
 

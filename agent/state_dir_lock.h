@@ -1,8 +1,8 @@
 #pragma once
 
-#include <absl/status/statusor.h>
-
 #include <string>
+
+#include "absl/status/statusor.h"
 
 namespace blk::agent {
 

@@ -1,11 +1,10 @@
 #include "agent/ublk_provisioner.h"
 
-#include <absl/strings/numbers.h>
-#include <absl/strings/strip.h>
-
 #include <cstring>
 #include <filesystem>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "agent/volume_stats.h"
 
 namespace blk::agent {
@@ -56,7 +55,7 @@ class UblkVolumeDevice final : public VolumeDevice {
 
  private:
   std::unique_ptr<server::Device> device_;
-  std::shared_ptr<server::NbdStats> nbd_;
+  std::shared_ptr<server::nbd::Stats> nbd_;
   std::shared_ptr<server::NvmeStats> nvme_;
   std::string nvme_path_;
 };
@@ -84,7 +83,7 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec) {
       const uint32_t seconds =
           spec.nbd().io_timeout_seconds() == 0 ? 30 : spec.nbd().io_timeout_seconds();
       config.backend = server::NbdBackendConfig{spec.nbd().uri(), seconds * 1000,
-                                                std::make_shared<server::NbdStats>()};
+                                                std::make_shared<server::nbd::Stats>()};
       break;
     }
     case v1::Volume::kNvme:

@@ -1,7 +1,7 @@
 #pragma once
 
 #include "agent/volume_device.h"
-#include "server/device.h"
+#include "server/ublk/device.h"
 
 namespace blk::agent {
 

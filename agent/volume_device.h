@@ -1,13 +1,12 @@
 #pragma once
 
-#include <absl/status/status.h>
-#include <absl/status/statusor.h>
-#include <absl/strings/str_cat.h>
-
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "agent/reconcile.h"
 #include "blk/v1/volume.pb.h"
 

@@ -1,10 +1,5 @@
 #include "agent/volume_registry.h"
 
-#include <absl/strings/numbers.h>
-#include <absl/strings/str_cat.h>
-#include <absl/strings/str_split.h>
-#include <google/protobuf/util/json_util.h>
-
 #include <algorithm>
 #include <cinttypes>
 #include <filesystem>
@@ -12,8 +7,12 @@
 #include <set>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "agent/atomic_file.h"
 #include "agent/volume_validation.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace blk::agent {
 namespace {

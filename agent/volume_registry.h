@@ -1,11 +1,10 @@
 #pragma once
 
-#include <absl/status/status.h>
-#include <absl/status/statusor.h>
-
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "blk/v1/volume.pb.h"
 
 namespace blk::agent {

@@ -1,8 +1,7 @@
 #include "agent/volume_service.h"
 
-#include <spdlog/spdlog.h>
-
 #include "agent/node_info.h"
+#include "spdlog/spdlog.h"
 
 namespace blk::agent {
 

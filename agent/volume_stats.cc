@@ -4,7 +4,7 @@
 
 #include <array>
 
-#include "server/cpu_list.h"
+#include "server/ublk/cpu_list.h"
 
 namespace blk::agent {
 namespace {

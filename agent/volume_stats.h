@@ -3,7 +3,7 @@
 #include <string>
 
 #include "blk/v1/volume.pb.h"
-#include "server/device.h"
+#include "server/ublk/device.h"
 
 namespace blk::agent {
 

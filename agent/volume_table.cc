@@ -1,15 +1,14 @@
 #include "agent/volume_table.h"
 
-#include <absl/strings/str_cat.h>
-#include <absl/strings/str_join.h>
-#include <google/protobuf/util/message_differencer.h>
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "agent/reconcile.h"
 #include "agent/volume_validation.h"
 #include "blk/v1/volume_state_name.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "spdlog/spdlog.h"
 
 namespace blk::agent {
 namespace {

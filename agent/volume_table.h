@@ -1,8 +1,5 @@
 #pragma once
 
-#include <absl/status/status.h>
-#include <absl/status/statusor.h>
-
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -13,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "agent/nbd_export_size.h"
 #include "agent/nvme_volume.h"
 #include "agent/volume_device.h"

@@ -2,15 +2,14 @@
 
 #include <sys/stat.h>
 
-#include <absl/strings/str_cat.h>
-
 #include <algorithm>
 #include <filesystem>
 
-#include "server/cpu_list.h"
-#include "server/nbd_uri.h"
-#include "server/queue_placement.h"
-#include "server/rq_affinity.h"
+#include "absl/strings/str_cat.h"
+#include "server/nbd/uri.h"
+#include "server/ublk/cpu_list.h"
+#include "server/ublk/placement.h"
+#include "server/ublk/rq_affinity.h"
 
 namespace blk::agent {
 namespace {
@@ -47,7 +46,7 @@ absl::Status ValidateFileBackend(const v1::FileBackend& file) {
 
 absl::Status ValidateNbdBackend(const v1::NbdBackend& nbd) {
   if (nbd.uri().empty()) return Invalid("nbd.uri", "is required");
-  absl::StatusOr<server::NbdAddress> address = server::ParseNbdUri(nbd.uri());
+  absl::StatusOr<server::nbd::Address> address = server::nbd::ParseUri(nbd.uri());
   if (!address.ok()) return Invalid("nbd.uri", address.status().message());
   if (nbd.io_timeout_seconds() > kMaxNbdIoTimeoutSeconds) {
     return Invalid("nbd.io_timeout_seconds",

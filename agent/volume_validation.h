@@ -1,7 +1,6 @@
 #pragma once
 
-#include <absl/status/status.h>
-
+#include "absl/status/status.h"
 #include "blk/v1/volume.pb.h"
 
 namespace blk::agent {

@@ -1,4 +1,4 @@
-#include "app.h"
+#include "cli/app.h"
 
 #include <cstdint>
 #include <functional>
@@ -9,10 +9,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "backend_uri.h"
-#include "commands.h"
-#include "size_parse.h"
-#include "volume_client.h"
+#include "cli/backend_uri.h"
+#include "cli/commands.h"
+#include "cli/size_parse.h"
+#include "cli/volume_client.h"
 
 namespace blk::cli {
 namespace {

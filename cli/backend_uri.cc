@@ -1,11 +1,11 @@
-#include "backend_uri.h"
+#include "cli/backend_uri.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
-#include "size_parse.h"
+#include "cli/size_parse.h"
 
 namespace blk::cli {
 namespace {

@@ -1,8 +1,8 @@
-#include "commands.h"
+#include "cli/commands.h"
 
 #include "absl/strings/str_cat.h"
-#include "backend_uri.h"
-#include "stats_report.h"
+#include "cli/backend_uri.h"
+#include "cli/stats_report.h"
 
 namespace blk::cli {
 

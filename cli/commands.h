@@ -11,8 +11,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "blk/v1/volume.pb.h"
-#include "output.h"
-#include "volume_client.h"
+#include "cli/output.h"
+#include "cli/volume_client.h"
 
 namespace blk::cli {
 

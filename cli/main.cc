@@ -1,5 +1,5 @@
 #include <iostream>
 
-#include "app.h"
+#include "cli/app.h"
 
 int main(int argc, char** argv) { return blk::cli::RunBlkctl(argc, argv, std::cout, std::cerr); }

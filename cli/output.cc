@@ -1,4 +1,4 @@
-#include "output.h"
+#include "cli/output.h"
 
 #include <algorithm>
 #include <array>
@@ -9,10 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "backend_uri.h"
 #include "blk/v1/volume_state_name.h"
+#include "cli/backend_uri.h"
+#include "cli/size_parse.h"
 #include "google/protobuf/util/json_util.h"
-#include "size_parse.h"
 
 namespace blk::cli {
 namespace {

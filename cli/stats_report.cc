@@ -1,4 +1,4 @@
-#include "stats_report.h"
+#include "cli/stats_report.h"
 
 #include <algorithm>
 #include <vector>

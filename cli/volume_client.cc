@@ -1,4 +1,4 @@
-#include "volume_client.h"
+#include "cli/volume_client.h"
 
 #include <utility>
 

@@ -1,9 +1,9 @@
 #include "server/backend.h"
 
-#include "server/file_backend.h"
-#include "server/nbd_storage.h"
-#include "server/null_backend.h"
-#include "server/nvme_storage.h"
+#include "server/local/file_backend.h"
+#include "server/local/null_backend.h"
+#include "server/nbd/storage.h"
+#include "server/nvme/storage.h"
 
 namespace blk::server {
 
@@ -14,7 +14,7 @@ absl::StatusOr<std::unique_ptr<Storage>> OpenStorage(const DeviceConfig& config)
     return std::unique_ptr<Storage>(std::move(*storage));
   }
   if (const auto* nbd = std::get_if<NbdBackendConfig>(&config.backend)) {
-    absl::StatusOr<std::unique_ptr<NbdStorage>> storage = NbdStorage::Open(*nbd, config);
+    absl::StatusOr<std::unique_ptr<nbd::Storage>> storage = nbd::Storage::Open(*nbd, config);
     if (!storage.ok()) return storage.status();
     return std::unique_ptr<Storage>(std::move(*storage));
   }

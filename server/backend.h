@@ -11,8 +11,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "server/device_config.h"
-#include "server/ring.h"
+#include "server/ublk/device_config.h"
+#include "server/ublk/ring.h"
 
 namespace blk::server {
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <variant>
 
-#include "server/nbd_stats.h"
-#include "server/nvme_stats.h"
+#include "server/nbd/stats.h"
+#include "server/nvme/stats.h"
 
 namespace blk::server {
 
@@ -21,7 +21,7 @@ struct FileBackendConfig {
 struct NbdBackendConfig {
   std::string uri;
   uint32_t io_timeout_ms = 30000;
-  std::shared_ptr<NbdStats> stats;  // optional: counters the caller wants to read
+  std::shared_ptr<nbd::Stats> stats;  // optional: counters the caller wants to read
 };
 // An NVMe namespace through its generic char device (/dev/ngXnY) and io_uring passthrough. The
 // volume starts `offset_bytes` into the namespace (a multiple of its LBA size).

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "server/nbd_protocol.h"
+#include "server/nbd/protocol.h"
 
 namespace {
 

@@ -5,11 +5,11 @@
 #include <cstdlib>
 #include <string>
 
-#include "server/nbd_uri.h"
+#include "server/nbd/uri.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string uri(reinterpret_cast<const char*>(data), size);
-  absl::StatusOr<blk::server::NbdAddress> address = blk::server::ParseNbdUri(uri);
+  absl::StatusOr<blk::server::nbd::Address> address = blk::server::nbd::ParseUri(uri);
   if (!address.ok()) return 0;
   if (address->is_unix() ? address->unix_socket[0] != '/' : address->host.empty()) abort();
   if (address->port == 0) abort();
@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (name.find_first_of("%?&/#") != std::string::npos) return 0;
   if (path.find_first_of("%?&#") != std::string::npos) return 0;
   if (address->host.find_first_of("[]/%") != std::string::npos) return 0;
-  absl::StatusOr<blk::server::NbdAddress> again = blk::server::ParseNbdUri(address->ToString());
+  absl::StatusOr<blk::server::nbd::Address> again = blk::server::nbd::ParseUri(address->ToString());
   if (!again.ok() || again->host != address->host || again->port != address->port ||
       again->unix_socket != address->unix_socket || again->export_name != name) {
     abort();

@@ -1,15 +1,14 @@
 // The NBD backend against real nbdkit processes (and a lying fake server), driven directly
 // through its ring: no ublk device needed.
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <random>
 
-#include "server/nbd_storage.h"
-#include "server/ublk_abi.h"
+#include "gtest/gtest.h"
+#include "server/nbd/storage.h"
+#include "server/ublk/abi.h"
 #include "tests/integration/nbd_fake_server.h"
 #include "tests/integration/nbd_test_support.h"
 
@@ -58,7 +57,7 @@ class NbdBackendTest : public ::testing::Test {
     backend.uri = uri;
     backend.io_timeout_ms = io_timeout_ms;
     backend.stats = stats_;
-    absl::StatusOr<std::unique_ptr<NbdStorage>> storage = NbdStorage::Open(backend, config);
+    absl::StatusOr<std::unique_ptr<nbd::Storage>> storage = nbd::Storage::Open(backend, config);
     if (!storage.ok()) return storage.status();
     storage_ = std::move(*storage);
     absl::StatusOr<std::unique_ptr<Backend>> queue_backend = storage_->NewQueueBackend(kDepth);
@@ -130,9 +129,9 @@ class NbdBackendTest : public ::testing::Test {
 
   std::string dir_;
   std::unique_ptr<NbdKit> kit_;
-  std::unique_ptr<NbdStorage> storage_;
+  std::unique_ptr<nbd::Storage> storage_;
   std::unique_ptr<Driver> driver_;
-  std::shared_ptr<NbdStats> stats_ = std::make_shared<NbdStats>();
+  std::shared_ptr<nbd::Stats> stats_ = std::make_shared<nbd::Stats>();
   std::vector<uint8_t> model_;
   std::mt19937_64 rng_{12345};
 };

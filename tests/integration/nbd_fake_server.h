@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "server/nbd_protocol.h"
+#include "server/nbd/protocol.h"
 
 namespace blk::server::testing_nbd {
 

@@ -1,7 +1,5 @@
 // Several queues of one NBD volume on a real nbdkit that does not advertise multi-conn: they share
 // queue 0's connection, each queue on its own thread and ring as in the device.
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -9,8 +7,9 @@
 #include <random>
 #include <sstream>
 
-#include "server/nbd_storage.h"
-#include "server/ublk_abi.h"
+#include "gtest/gtest.h"
+#include "server/nbd/storage.h"
+#include "server/ublk/abi.h"
 #include "tests/integration/nbd_test_support.h"
 
 namespace blk::server {
@@ -125,7 +124,7 @@ class NbdSharedConnectionTest : public ::testing::Test {
     backend.uri = kit_->uri();
     backend.io_timeout_ms = io_timeout_ms;
     backend.stats = stats_;
-    absl::StatusOr<std::unique_ptr<NbdStorage>> storage = NbdStorage::Open(backend, config);
+    absl::StatusOr<std::unique_ptr<nbd::Storage>> storage = nbd::Storage::Open(backend, config);
     if (!storage.ok()) return storage.status();
     storage_ = std::move(*storage);
     if (storage_->export_info().can_multi_conn()) return absl::InternalError("multi-conn offered");
@@ -182,10 +181,10 @@ class NbdSharedConnectionTest : public ::testing::Test {
 
   std::string dir_;
   std::unique_ptr<NbdKit> kit_;
-  std::unique_ptr<NbdStorage> storage_;
+  std::unique_ptr<nbd::Storage> storage_;
   std::vector<std::unique_ptr<QueueThread>> queues_;
   std::vector<Region> regions_;
-  std::shared_ptr<NbdStats> stats_ = std::make_shared<NbdStats>();
+  std::shared_ptr<nbd::Stats> stats_ = std::make_shared<nbd::Stats>();
 };
 
 TEST_F(NbdSharedConnectionTest, FourQueuesShareOneConnectionAndReadBackWhatEachWrote) {
@@ -287,7 +286,7 @@ TEST_F(NbdSharedConnectionTest, AForwardingQueueWithoutQueueZeroRunningIsRefused
   config.queues = 2;
   NbdBackendConfig backend;
   backend.uri = kit_->uri();
-  absl::StatusOr<std::unique_ptr<NbdStorage>> storage = NbdStorage::Open(backend, config);
+  absl::StatusOr<std::unique_ptr<nbd::Storage>> storage = nbd::Storage::Open(backend, config);
   ASSERT_TRUE(storage.ok()) << storage.status();
   absl::StatusOr<std::unique_ptr<Backend>> first = (*storage)->NewQueueBackend(kDepth);
   ASSERT_TRUE(first.ok());

@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "server/backend.h"
-#include "server/nbd_protocol.h"
-#include "server/ring.h"
+#include "server/nbd/protocol.h"
+#include "server/ublk/ring.h"
 
 namespace blk::server::testing_nbd {
 

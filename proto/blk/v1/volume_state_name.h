@@ -1,10 +1,9 @@
 #pragma once
 
-#include <absl/strings/ascii.h>
-#include <absl/strings/strip.h>
-
 #include <string>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/strip.h"
 #include "blk/v1/volume.pb.h"
 
 namespace blk::v1 {

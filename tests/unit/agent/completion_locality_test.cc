@@ -1,14 +1,13 @@
 #include "agent/completion_locality.h"
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 
 #include "agent/completion_locality_metrics.h"
-#include "temp_dir.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/agent/temp_dir.h"
 
 namespace blk::agent {
 namespace {

@@ -1,14 +1,13 @@
 #include "agent/metrics_collector.h"
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <prometheus/text_serializer.h>
-
 #include <map>
 #include <mutex>
 #include <optional>
 
-#include "temp_dir.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "prometheus/text_serializer.h"
+#include "tests/unit/agent/temp_dir.h"
 
 namespace blk::agent {
 namespace {

@@ -1,7 +1,7 @@
 #include "agent/nbd_export_size.h"
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 
 namespace blk::agent {
 namespace {

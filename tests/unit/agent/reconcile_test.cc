@@ -1,7 +1,7 @@
 #include "agent/reconcile.h"
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 
 namespace blk::agent {
 namespace {

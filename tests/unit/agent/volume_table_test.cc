@@ -1,12 +1,11 @@
 #include "agent/volume_table.h"
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include <future>
 #include <thread>
 
-#include "temp_dir.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/agent/temp_dir.h"
 
 namespace blk::agent {
 namespace {

@@ -1,9 +1,8 @@
 #include "agent/volume_validation.h"
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
-#include "temp_dir.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/agent/temp_dir.h"
 
 namespace blk::agent {
 namespace {

@@ -1,4 +1,4 @@
-#include "app.h"
+#include "cli/app.h"
 
 #include <algorithm>
 #include <sstream>
@@ -7,9 +7,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "fake_agent.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/cli/fake_agent.h"
 
 namespace blk::cli {
 namespace {

@@ -1,4 +1,4 @@
-#include "backend_uri.h"
+#include "cli/backend_uri.h"
 
 #include <string>
 

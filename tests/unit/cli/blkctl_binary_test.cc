@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "fake_agent.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/cli/fake_agent.h"
 
 #ifndef BLKCTL_BINARY
 #error "BLKCTL_BINARY must name the built blkctl (set by cli/CMakeLists.txt)"

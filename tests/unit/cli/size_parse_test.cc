@@ -1,4 +1,4 @@
-#include "size_parse.h"
+#include "cli/size_parse.h"
 
 #include <cstdint>
 #include <string>

@@ -1,4 +1,4 @@
-#include "stats_report.h"
+#include "cli/stats_report.h"
 
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"

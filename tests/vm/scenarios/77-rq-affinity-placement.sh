@@ -61,7 +61,7 @@ expect_rq_affinity() {
 }
 
 # The expected redirection: whether the kernel advertises the flag (bit 21,
-# server/ublk_abi.h kFSupportRqAffinity); neither test kernel does.
+# server/ublk/abi.h kFSupportRqAffinity); neither test kernel does.
 expected_redirected() {
   local features
   features="$(ctl node-info -o json | jq -r '.ublkFeatures // "0"')"

@@ -10,7 +10,7 @@
 #include <set>
 #include <string>
 
-#include "server/ublk_control.h"
+#include "server/ublk/control.h"
 
 namespace {
 

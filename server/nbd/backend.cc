@@ -1,0 +1,449 @@
+#include "server/nbd/backend.h"
+
+#include <limits.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "server/ublk/abi.h"
+
+namespace blk::server::nbd {
+namespace {
+
+constexpr size_t kRecvBufferBytes = 256 * 1024;
+constexpr size_t kMaxZeroBuffer = 1024 * 1024;
+constexpr uint32_t kFinishExtra = 1;
+
+size_t SlotCount(const BackendOptions& options) {
+  return options.shared ? size_t{options.shared->queues} * options.queue_depth
+                        : options.queue_depth;
+}
+
+}  // namespace
+
+uint64_t Backend::ForwardedRequestUserData(uint32_t slot) {
+  return EncodeUserData(CqeKind::kBackend, kConnectionTag, kForwarded | (slot << 8));
+}
+
+Backend::Backend(Connection connection, BackendOptions options,
+                 std::unique_ptr<Reconnector> reconnector, std::shared_ptr<Stats> stats)
+    : options_(options),
+      reconnector_(std::move(reconnector)),
+      stats_(std::move(stats)),
+      tags_(SlotCount(options)),
+      send_queue_(SlotCount(options)),
+      iov_(std::min<size_t>(2 * SlotCount(options), IOV_MAX)),
+      recv_buffer_(kRecvBufferBytes) {
+  UseConnection(std::move(connection));
+  zeroes_.assign(std::min<size_t>(max_chunk_, kMaxZeroBuffer), 0);
+}
+
+Backend::~Backend() {
+  reconnector_->Stop();
+  if (socket_.valid()) ::shutdown(socket_.get(), SHUT_RDWR);
+}
+
+void Backend::UseConnection(Connection connection) {
+  socket_ = std::move(connection.fd);
+  info_ = connection.info;
+  // Requests carry at most the server's maximum payload, in whole minimum blocks.
+  uint32_t max = std::min<uint32_t>(info_.max_payload, 32u * 1024 * 1024);
+  max -= max % info_.min_block;
+  max_chunk_ = std::max(max, info_.min_block);
+  parser_.Reset(info_.structured_replies);
+  ++generation_;
+  state_ = ConnState::kConnected;
+}
+
+uint64_t Backend::ConnectionUserData(Event event, uint32_t extra) const {
+  return EncodeUserData(CqeKind::kBackend, kConnectionTag, event | (extra << 8));
+}
+
+absl::Status Backend::Attach(Ring& ring, int /*first_file*/) {
+  ring_ = &ring;
+  if (options_.shared) {
+    options_.shared->ring_fds[0].store(ring.get()->ring_fd, std::memory_order_release);
+  }
+  ArmRecv();
+  return absl::OkStatus();
+}
+
+int32_t Backend::Submit(uint16_t tag, const BlockIo& io) {
+  if (tag >= options_.queue_depth) return -EINVAL;
+  return Start(tag, io);
+}
+
+void Backend::OnForwarded(uint32_t slot) {
+  if (!options_.shared || slot < options_.queue_depth || slot >= tags_.size()) return;
+  const int32_t result = Start(slot, options_.shared->requests[slot]);
+  if (result != kInFlight) {
+    tags_[slot].result = result;
+    Reply(slot);
+  }
+}
+
+void Backend::Reply(uint32_t slot) {
+  const SharedConnection& shared = *options_.shared;
+  const uint16_t queue = static_cast<uint16_t>(slot / shared.depth);
+  const uint16_t tag = static_cast<uint16_t>(slot % shared.depth);
+  tags_[slot].phase = Phase::kIdle;
+  io_uring_sqe* sqe = ring_->GetSqe();
+  io_uring_prep_msg_ring(sqe, shared.ring_fds[queue].load(std::memory_order_acquire),
+                         static_cast<uint32_t>(tags_[slot].result),
+                         EncodeUserData(CqeKind::kBackend, tag, kForwardedResultExtra), 0);
+  sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+  sqe->user_data = ConnectionUserData(kReplyFailed, slot);
+}
+
+int32_t Backend::Start(uint32_t slot, const BlockIo& io) {
+  const bool fua = io.flags & abi::kIoFFua;
+  switch (io.op) {
+    case abi::kIoOpRead:
+      break;
+    case abi::kIoOpFlush:
+      if (!info_.can_flush()) return 0;  // nothing to make durable that the server would not
+      break;
+    case abi::kIoOpDiscard:
+      if (options_.read_only) return -EROFS;
+      if (!info_.can_trim()) return static_cast<int32_t>(io.length);  // advisory
+      break;
+    case abi::kIoOpWrite:
+    case abi::kIoOpWriteZeroes:
+      if (options_.read_only) return -EROFS;
+      break;
+    default:
+      return -EOPNOTSUPP;
+  }
+  if (failing_) {
+    stats_->timeouts.fetch_add(1, std::memory_order_relaxed);
+    return -EIO;
+  }
+  TagState& s = tags_[slot];
+  s.io = io;
+  s.started = false;
+  s.done = 0;
+  s.flushing = false;
+  s.zero_fill = io.op == abi::kIoOpWriteZeroes && !info_.can_write_zeroes();
+  s.flush_after = fua && !info_.can_fua() && info_.can_flush() &&
+                  (io.op == abi::kIoOpWrite || io.op == abi::kIoOpWriteZeroes);
+  NextRequest(slot);
+  Enqueue(slot);
+  Kick();
+  return kInFlight;
+}
+
+bool Backend::NextRequest(uint32_t slot) {
+  TagState& s = tags_[slot];
+  const BlockIo& io = s.io;
+  const uint32_t remaining = io.length - s.done;
+  uint64_t offset = io.offset + s.done;
+  uint16_t flags = 0;
+  if (s.flushing) return false;
+  if (s.started && remaining == 0) {
+    if (!s.flush_after) return false;
+    s.flushing = true;
+    s.command = kCmdFlush;
+    s.chunk = 0;
+    offset = 0;
+  } else {
+    switch (io.op) {
+      case abi::kIoOpRead:
+        s.command = kCmdRead;
+        s.chunk = std::min(remaining, max_chunk_);
+        break;
+      case abi::kIoOpWrite:
+        s.command = kCmdWrite;
+        s.chunk = std::min(remaining, max_chunk_);
+        if ((io.flags & abi::kIoFFua) && info_.can_fua()) flags = kCmdFlagFua;
+        break;
+      case abi::kIoOpFlush:
+        s.command = kCmdFlush;
+        s.chunk = 0;
+        offset = 0;
+        break;
+      case abi::kIoOpDiscard:
+        s.command = kCmdTrim;
+        s.chunk = remaining;
+        break;
+      case abi::kIoOpWriteZeroes:
+        if (s.zero_fill) {
+          s.command = kCmdWrite;
+          s.chunk = std::min({remaining, max_chunk_, static_cast<uint32_t>(zeroes_.size())});
+        } else {
+          s.command = kCmdWriteZeroes;
+          s.chunk = remaining;
+        }
+        if ((io.flags & abi::kIoFFua) && info_.can_fua()) flags = kCmdFlagFua;
+        break;
+    }
+  }
+  s.started = true;
+  s.command_flags = flags;
+  EncodeHeader(s, offset);
+  return true;
+}
+
+void Backend::EncodeHeader(TagState& s, uint64_t offset) {
+  const uint32_t slot = static_cast<uint32_t>(&s - tags_.data());
+  ++s.seq;
+  s.cookie = (uint64_t{s.seq} << 32) | slot;
+  s.target = ReplyTarget{};
+  s.target.command = s.command;
+  s.target.offset = offset;
+  s.target.length = s.chunk;
+  if (s.command == kCmdRead) s.target.buffer = static_cast<uint8_t*>(s.io.buffer) + s.done;
+  EncodeRequest(s.header, s.command_flags, s.command, s.cookie, offset, s.chunk);
+}
+
+void Backend::Enqueue(uint32_t slot) {
+  tags_[slot].phase = Phase::kQueued;
+  send_queue_[(send_head_ + send_count_) % send_queue_.size()] = slot;
+  ++send_count_;
+}
+
+void Backend::Finish(uint32_t slot, int32_t result) {
+  TagState& s = tags_[slot];
+  s.result = result;
+  if (slot >= options_.queue_depth) {
+    Reply(slot);
+    return;
+  }
+  const uint16_t tag = static_cast<uint16_t>(slot);
+  s.phase = Phase::kFinishing;
+  io_uring_sqe* sqe = ring_->GetSqe();
+  io_uring_prep_nop(sqe);
+  sqe->user_data = EncodeUserData(CqeKind::kBackend, tag, kFinishExtra);
+}
+
+void Backend::Kick() {
+  if (state_ != ConnState::kConnected || send_in_flight_ || send_count_ == 0) return;
+  size_t n = 0;
+  while (send_count_ > 0 && n + 2 <= iov_.size()) {
+    const uint32_t slot = send_queue_[send_head_];
+    send_head_ = (send_head_ + 1) % send_queue_.size();
+    --send_count_;
+    TagState& s = tags_[slot];
+    if (s.phase != Phase::kQueued) continue;
+    iov_[n++] = {s.header, sizeof(s.header)};
+    if (s.command == kCmdWrite && s.chunk > 0) {
+      void* payload = s.zero_fill ? static_cast<void*>(zeroes_.data())
+                                  : static_cast<char*>(s.io.buffer) + s.done;
+      iov_[n++] = {payload, s.chunk};
+    }
+    s.phase = Phase::kSent;
+  }
+  if (n == 0) return;
+  msg_ = msghdr{};
+  msg_.msg_iov = iov_.data();
+  msg_.msg_iovlen = n;
+  io_uring_sqe* sqe = ring_->GetSqe();
+  io_uring_prep_sendmsg(sqe, socket_.get(), &msg_, MSG_NOSIGNAL);
+  sqe->user_data = ConnectionUserData(kSend, generation_);
+  send_in_flight_ = true;
+}
+
+void Backend::ArmRecv() {
+  io_uring_sqe* sqe = ring_->GetSqe();
+  io_uring_prep_recv(sqe, socket_.get(), recv_buffer_.data(), recv_buffer_.size(), 0);
+  sqe->user_data = ConnectionUserData(kRecv, generation_);
+  recv_in_flight_ = true;
+}
+
+void Backend::ArmReconnectPoll() {
+  if (poll_armed_) return;
+  io_uring_sqe* sqe = ring_->GetSqe();
+  io_uring_prep_poll_add(sqe, reconnector_->event_fd(), POLLIN);
+  sqe->user_data = ConnectionUserData(kReconnected, 0);
+  poll_armed_ = true;
+}
+
+void Backend::ArmTimer() {
+  if (options_.io_timeout_ms == 0) return;
+  timeout_.tv_sec = options_.io_timeout_ms / 1000;
+  timeout_.tv_nsec = static_cast<long long>(options_.io_timeout_ms % 1000) * 1000000;
+  io_uring_sqe* sqe = ring_->GetSqe();
+  io_uring_prep_timeout(sqe, &timeout_, 0, 0);
+  sqe->user_data = ConnectionUserData(kTimer, outage_ & 0xFFFFFF);
+}
+
+int32_t Backend::OnCompletion(uint16_t tag, const io_uring_cqe& cqe) {
+  if (tag != kConnectionTag) {
+    if (tag >= options_.queue_depth || tags_[tag].phase != Phase::kFinishing) return kInFlight;
+    tags_[tag].phase = Phase::kIdle;
+    return tags_[tag].result;
+  }
+  const uint32_t extra = ExtraOf(cqe.user_data);
+  switch (static_cast<Event>(extra & 0xFF)) {
+    case kRecv:
+      OnRecv(cqe.res);
+      break;
+    case kSend:
+      OnSend(cqe.res);
+      break;
+    case kReconnected:
+      poll_armed_ = false;
+      OnReconnected();
+      break;
+    case kTimer:
+      OnTimer(extra >> 8);
+      break;
+    case kForwarded:
+      OnForwarded(extra >> 8);
+      break;
+    case kReplyFailed:
+      // The forwarding queue is alive (it waits for this result): only a transient failure to
+      // post the CQE can get here, so post it again.
+      if (cqe.res == -EOVERFLOW || cqe.res == -EAGAIN || cqe.res == -ENOMEM) Reply(extra >> 8);
+      break;
+  }
+  return kInFlight;
+}
+
+void Backend::OnRecv(int32_t res) {
+  recv_in_flight_ = false;
+  if (state_ != ConnState::kConnected) {
+    MaybeFinishDrain();
+    return;
+  }
+  if (res == -EINTR || res == -EAGAIN) {
+    ArmRecv();
+    return;
+  }
+  if (res <= 0) {
+    Drop();
+    return;
+  }
+  absl::Status parsed = parser_.Feed(recv_buffer_.data(), static_cast<size_t>(res), *this);
+  if (!parsed.ok()) {
+    stats_->protocol_errors.fetch_add(1, std::memory_order_relaxed);
+    Drop();
+    return;
+  }
+  ArmRecv();
+  Kick();
+}
+
+void Backend::OnSend(int32_t res) {
+  send_in_flight_ = false;
+  if (state_ != ConnState::kConnected) {
+    MaybeFinishDrain();
+    return;
+  }
+  if (res < 0 && res != -EINTR && res != -EAGAIN) {
+    Drop();
+    return;
+  }
+  // A short send: continue from where it stopped, with the same iovecs.
+  size_t sent = res > 0 ? static_cast<size_t>(res) : 0;
+  while (sent > 0 && msg_.msg_iovlen > 0) {
+    iovec& first = msg_.msg_iov[0];
+    if (sent >= first.iov_len) {
+      sent -= first.iov_len;
+      ++msg_.msg_iov;
+      --msg_.msg_iovlen;
+    } else {
+      first.iov_base = static_cast<char*>(first.iov_base) + sent;
+      first.iov_len -= sent;
+      sent = 0;
+    }
+  }
+  if (msg_.msg_iovlen > 0) {
+    io_uring_sqe* sqe = ring_->GetSqe();
+    io_uring_prep_sendmsg(sqe, socket_.get(), &msg_, MSG_NOSIGNAL);
+    sqe->user_data = ConnectionUserData(kSend, generation_);
+    send_in_flight_ = true;
+    return;
+  }
+  Kick();
+}
+
+ReplyTarget* Backend::Find(uint64_t cookie) {
+  const uint32_t slot = static_cast<uint32_t>(cookie);
+  if (slot >= tags_.size()) return nullptr;
+  TagState& s = tags_[slot];
+  if (s.phase != Phase::kSent || s.cookie != cookie) return nullptr;
+  return &s.target;
+}
+
+void Backend::Complete(uint64_t cookie) {
+  const uint32_t slot = static_cast<uint32_t>(cookie);
+  TagState& s = tags_[slot];
+  if (s.target.nbd_error != 0) {
+    stats_->server_errors.fetch_add(1, std::memory_order_relaxed);
+    Finish(slot, -ErrnoOfNbdError(s.target.nbd_error));
+    return;
+  }
+  if (!s.flushing) s.done += s.chunk;
+  if (NextRequest(slot)) {
+    Enqueue(slot);
+    return;
+  }
+  const bool transfers = s.io.op != abi::kIoOpFlush;
+  Finish(slot, transfers ? static_cast<int32_t>(s.io.length) : 0);
+}
+
+void Backend::Drop() {
+  if (state_ != ConnState::kConnected) return;
+  state_ = ConnState::kDraining;
+  ++outage_;
+  // Makes the pending RECV see EOF and the pending SENDMSG fail, so both come back.
+  ::shutdown(socket_.get(), SHUT_RDWR);
+  ArmTimer();
+  MaybeFinishDrain();
+}
+
+void Backend::MaybeFinishDrain() {
+  if (state_ != ConnState::kDraining || recv_in_flight_ || send_in_flight_) return;
+  socket_.Reset();
+  state_ = ConnState::kReconnecting;
+  reconnector_->Start();
+  ArmReconnectPoll();
+}
+
+void Backend::OnReconnected() {
+  std::optional<Connection> connection = reconnector_->Take();
+  if (!connection.has_value()) {
+    ArmReconnectPoll();
+    return;
+  }
+  const ExportInfo& info = connection->info;
+  const bool compatible = info.size >= options_.device_size &&
+                          (options_.read_only || !info.read_only()) &&
+                          max_chunk_ >= info.min_block && zeroes_.size() >= info.min_block;
+  if (!compatible) {
+    // Not the export the volume was created on (shrunk, read-only now): keep trying.
+    reconnector_->Start();
+    ArmReconnectPoll();
+    return;
+  }
+  UseConnection(std::move(*connection));
+  stats_->reconnects.fetch_add(1, std::memory_order_relaxed);
+  failing_ = false;
+  // Resend everything that waited, as new requests on the new connection.
+  send_head_ = 0;
+  send_count_ = 0;
+  for (uint32_t slot = 0; slot < tags_.size(); ++slot) {
+    TagState& s = tags_[slot];
+    if (s.phase != Phase::kQueued && s.phase != Phase::kSent) continue;
+    EncodeHeader(s, s.target.offset);  // the same request under a new cookie
+    Enqueue(slot);
+  }
+  ArmRecv();
+  Kick();
+}
+
+void Backend::OnTimer(uint32_t outage) {
+  if (state_ == ConnState::kConnected || outage != (outage_ & 0xFFFFFF)) return;
+  failing_ = true;
+  for (uint32_t slot = 0; slot < tags_.size(); ++slot) {
+    TagState& s = tags_[slot];
+    if (s.phase != Phase::kQueued && s.phase != Phase::kSent) continue;
+    stats_->timeouts.fetch_add(1, std::memory_order_relaxed);
+    Finish(slot, -EIO);
+  }
+  send_head_ = 0;
+  send_count_ = 0;
+}
+
+}  // namespace blk::server::nbd

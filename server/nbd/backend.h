@@ -1,0 +1,143 @@
+// NBD client on a queue's own io_uring, for that queue, or for all the queues of the volume when
+// they share its connection (shared_connection.h). Requests are pipelined up to the depth:
+// each tag's NBD request (28-byte header, plus the payload for writes) goes into a batch sent with
+// one SENDMSG at a time (one send in flight keeps the byte stream ordered); one RECV at a time
+// fills a receive buffer that the incremental reply parser consumes, copying read data into the
+// tags' buffers. A finished tag is handed back to the queue by a NOP carrying its tag, since one
+// receive can finish many tags. Requests above the server's maximum payload are split and sent
+// one piece after the other. Requests other queues forward are tracked in slots after the queue's
+// own tags and answered on their queue's ring instead.
+//
+// Faults: a receive or send error, EOF or a malformed reply shuts the socket down; once both
+// operations came back, a Reconnector dials from its helper thread and the ring polls its
+// eventfd. Waiting requests are resent on the new connection. When the outage lasts io_timeout,
+// every waiting request fails with EIO, and new ones fail at once until the server is back.
+#pragma once
+
+#include <linux/time_types.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "server/backend.h"
+#include "server/nbd/handshake.h"
+#include "server/nbd/protocol.h"
+#include "server/nbd/reconnector.h"
+#include "server/nbd/shared_connection.h"
+#include "server/nbd/stats.h"
+
+namespace blk::server::nbd {
+
+struct BackendOptions {
+  bool read_only = false;
+  uint64_t device_size = 0;  // a reconnected export must still be at least this large
+  uint32_t io_timeout_ms = 30000;
+  uint16_t queue_depth = 128;
+  // Set when the volume's queues share this backend's connection (it is queue 0's).
+  std::shared_ptr<SharedConnection> shared;
+};
+
+class Backend final : public server::Backend, private ReplyTargets {
+ public:
+  Backend(Connection connection, BackendOptions options, std::unique_ptr<Reconnector> reconnector,
+          std::shared_ptr<Stats> stats);
+  ~Backend() override;
+
+  absl::Status Attach(Ring& ring, int first_file) override;
+  int32_t Submit(uint16_t tag, const BlockIo& io) override;
+  int32_t OnCompletion(uint16_t tag, const io_uring_cqe& cqe) override;
+
+  // Connection-level CQEs carry this tag (never a real one: ublk depths are at most 4096).
+  static constexpr uint16_t kConnectionTag = 0xFFFF;
+  // The message a forwarding queue posts to this backend's ring for its request in `slot`.
+  static uint64_t ForwardedRequestUserData(uint32_t slot);
+  // The extra of the user_data this backend posts a forwarded request's result under.
+  static constexpr uint32_t kForwardedResultExtra = 2;
+
+ private:
+  enum class Phase : uint8_t { kIdle, kQueued, kSent, kFinishing };
+  enum class ConnState : uint8_t { kConnected, kDraining, kReconnecting };
+  enum Event : uint8_t {
+    kRecv = 1,
+    kSend = 2,
+    kReconnected = 3,
+    kTimer = 4,
+    kForwarded = 5,    // a request from another queue; extra: its slot
+    kReplyFailed = 6,  // the MSG_RING of a forwarded request's result; extra: its slot
+  };
+
+  struct TagState {
+    BlockIo io;
+    Phase phase = Phase::kIdle;
+    bool started = false;
+    bool zero_fill = false;    // WRITE_ZEROES sent as WRITEs of zeroes
+    bool flush_after = false;  // FUA sent as a FLUSH after the write
+    bool flushing = false;     // the request in flight is that FLUSH
+    uint16_t command = 0;
+    uint16_t command_flags = 0;
+    uint16_t seq = 0;
+    uint32_t done = 0;   // bytes of io covered by answered requests
+    uint32_t chunk = 0;  // length of the request in flight
+    uint64_t cookie = 0;
+    int32_t result = 0;
+    ReplyTarget target;
+    uint8_t header[kRequestHeaderBytes] = {};
+  };
+
+  // ReplyTargets
+  ReplyTarget* Find(uint64_t cookie) override;
+  void Complete(uint64_t cookie) override;
+
+  int32_t Start(uint32_t slot, const BlockIo& io);
+  void OnForwarded(uint32_t slot);
+  void Reply(uint32_t slot);
+  bool NextRequest(uint32_t slot);
+  void EncodeHeader(TagState& s, uint64_t offset);
+  void Enqueue(uint32_t slot);
+  void Finish(uint32_t slot, int32_t result);
+  void Kick();
+  void ArmRecv();
+  void ArmReconnectPoll();
+  void ArmTimer();
+  void OnRecv(int32_t res);
+  void OnSend(int32_t res);
+  void OnReconnected();
+  void OnTimer(uint32_t outage);
+  void Drop();
+  void MaybeFinishDrain();
+  void UseConnection(Connection connection);
+  uint64_t ConnectionUserData(Event event, uint32_t extra) const;
+
+  BackendOptions options_;
+  std::unique_ptr<Reconnector> reconnector_;
+  std::shared_ptr<Stats> stats_;
+  Ring* ring_ = nullptr;
+
+  UniqueFd socket_;
+  ExportInfo info_;
+  uint32_t max_chunk_ = 0;
+  ReplyParser parser_{false};
+  ConnState state_ = ConnState::kConnected;
+  uint32_t generation_ = 0;  // of the connection; stale CQEs of a dropped one are recognised
+  uint32_t outage_ = 0;      // bumped at each drop; the io_timeout timer names the outage
+  bool recv_in_flight_ = false;
+  bool send_in_flight_ = false;
+  bool poll_armed_ = false;
+  bool failing_ = false;  // the outage outlasted io_timeout
+
+  // The queue's own tags, then (shared connection) Slot(queue, tag) of the forwarding queues.
+  std::vector<TagState> tags_;
+  std::vector<uint32_t> send_queue_;  // ring buffer of slots waiting to be sent
+  size_t send_head_ = 0;
+  size_t send_count_ = 0;
+  std::vector<iovec> iov_;
+  msghdr msg_{};
+  std::vector<uint8_t> recv_buffer_;
+  std::vector<uint8_t> zeroes_;
+  __kernel_timespec timeout_{};
+};
+
+}  // namespace blk::server::nbd

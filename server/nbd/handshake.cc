@@ -1,0 +1,235 @@
+#include "server/nbd/handshake.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+
+#include <cerrno>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace blk::server::nbd {
+namespace {
+
+// Option replies longer than this are not trusted (a message or an info is a few bytes).
+constexpr uint32_t kMaxOptionReplyBytes = 64 * 1024;
+
+absl::Status SocketError(const Address& address, absl::string_view what, int err) {
+  return absl::UnavailableError(
+      absl::StrCat("NBD server ", address.ToString(), ": ", what, ": ", strerrordesc_np(err)));
+}
+
+void SetTimeouts(int fd, std::chrono::milliseconds timeout) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+absl::StatusOr<UniqueFd> Dial(const Address& address, std::chrono::milliseconds timeout) {
+  if (address.is_unix()) {
+    sockaddr_un sun{};
+    sun.sun_family = AF_UNIX;
+    if (address.unix_socket.size() >= sizeof(sun.sun_path)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("NBD socket path ", address.unix_socket, " is too long"));
+    }
+    std::memcpy(sun.sun_path, address.unix_socket.c_str(), address.unix_socket.size() + 1);
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd.valid()) return SocketError(address, "socket", errno);
+    SetTimeouts(fd.get(), timeout);
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sun), sizeof(sun)) != 0) {
+      return SocketError(address, "connect", errno);
+    }
+    return fd;
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* results = nullptr;
+  const std::string port = std::to_string(address.port);
+  const int rc = ::getaddrinfo(address.host.c_str(), port.c_str(), &hints, &results);
+  if (rc != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("NBD server ", address.ToString(), ": resolve: ", gai_strerror(rc)));
+  }
+  int last_errno = ECONNREFUSED;
+  UniqueFd connected;
+  for (addrinfo* ai = results; ai != nullptr; ai = ai->ai_next) {
+    UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
+    if (!fd.valid()) {
+      last_errno = errno;
+      continue;
+    }
+    SetTimeouts(fd.get(), timeout);  // SO_SNDTIMEO bounds connect() too
+    if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0) {
+      const int one = 1;
+      ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      connected = std::move(fd);
+      break;
+    }
+    last_errno = errno;
+  }
+  ::freeaddrinfo(results);
+  if (!connected.valid()) return SocketError(address, "connect", last_errno);
+  return connected;
+}
+
+class Wire {
+ public:
+  Wire(int fd, const Address& address) : fd_(fd), address_(address) {}
+
+  absl::Status Read(void* out, size_t n) {
+    auto* p = static_cast<uint8_t*>(out);
+    while (n > 0) {
+      const ssize_t got = ::recv(fd_, p, n, 0);
+      if (got == 0)
+        return absl::UnavailableError(
+            absl::StrCat("NBD server ", address_.ToString(), " closed the connection"));
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        return SocketError(address_, "receive", errno);
+      }
+      p += got;
+      n -= static_cast<size_t>(got);
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Write(const void* data, size_t n) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    while (n > 0) {
+      const ssize_t put = ::send(fd_, p, n, MSG_NOSIGNAL);
+      if (put < 0) {
+        if (errno == EINTR) continue;
+        return SocketError(address_, "send", errno);
+      }
+      p += put;
+      n -= static_cast<size_t>(put);
+    }
+    return absl::OkStatus();
+  }
+  absl::Status SendOption(uint32_t option, absl::string_view data) {
+    std::vector<uint8_t> message = EncodeOption(option, data);
+    return Write(message.data(), message.size());
+  }
+  // One option reply: header and payload.
+  absl::Status ReadOptionReply(uint32_t option, OptionReplyHeader* header,
+                               std::vector<uint8_t>* payload) {
+    uint8_t raw[kOptionReplyHeaderBytes];
+    absl::Status status = Read(raw, sizeof(raw));
+    if (!status.ok()) return status;
+    absl::StatusOr<OptionReplyHeader> parsed = ParseOptionReplyHeader(raw);
+    if (!parsed.ok()) return parsed.status();
+    if (parsed->option != option) {
+      return absl::DataLossError(absl::StrCat("NBD server answered option ", parsed->option,
+                                              " while option ", option, " was asked"));
+    }
+    if (parsed->length > kMaxOptionReplyBytes) {
+      return absl::DataLossError(
+          absl::StrCat("NBD option reply of ", parsed->length, " bytes is too long"));
+    }
+    *header = *parsed;
+    payload->resize(parsed->length);
+    return Read(payload->data(), payload->size());
+  }
+
+ private:
+  int fd_;
+  const Address& address_;
+};
+
+std::string ReplyText(const std::vector<uint8_t>& payload) {
+  return std::string(payload.begin(), payload.end());
+}
+
+}  // namespace
+
+absl::StatusOr<Connection> Connect(const Address& address, std::chrono::milliseconds timeout) {
+  absl::StatusOr<UniqueFd> fd = Dial(address, timeout);
+  if (!fd.ok()) return fd.status();
+  Wire wire(fd->get(), address);
+
+  uint8_t greeting[18];
+  absl::Status status = wire.Read(greeting, sizeof(greeting));
+  if (!status.ok()) return status;
+  if (GetU64(greeting) != kInitMagic) {
+    return absl::DataLossError(absl::StrCat(address.ToString(), " is not an NBD server"));
+  }
+  if (GetU64(greeting + 8) != kOptMagic) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("NBD server ", address.ToString(), " speaks only the oldstyle handshake"));
+  }
+  const uint16_t server_flags = GetU16(greeting + 16);
+  if (!(server_flags & kFlagFixedNewstyle)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("NBD server ", address.ToString(), " lacks the fixed newstyle handshake"));
+  }
+  const bool no_zeroes = server_flags & kFlagNoZeroes;
+  uint8_t client_flags[4];
+  PutU32(client_flags, kClientFlagFixedNewstyle | (no_zeroes ? kClientFlagNoZeroes : 0));
+  status = wire.Write(client_flags, sizeof(client_flags));
+  if (!status.ok()) return status;
+
+  Connection connection;
+  OptionReplyHeader header;
+  std::vector<uint8_t> payload;
+
+  status = wire.SendOption(kOptStructuredReply, "");
+  if (!status.ok()) return status;
+  status = wire.ReadOptionReply(kOptStructuredReply, &header, &payload);
+  if (!status.ok()) return status;
+  connection.info.structured_replies = header.type == kRepAck;
+
+  status = wire.SendOption(kOptGo, GoOptionData(address.export_name));
+  if (!status.ok()) return status;
+  bool have_export = false;
+  bool use_export_name = false;
+  for (;;) {
+    status = wire.ReadOptionReply(kOptGo, &header, &payload);
+    if (!status.ok()) return status;
+    if (header.type == kRepInfo) {
+      status = ApplyInfoReply(payload.data(), payload.size(), &connection.info);
+      if (!status.ok()) return status;
+      if (payload.size() >= 2 && GetU16(payload.data()) == kInfoExport) have_export = true;
+      continue;
+    }
+    if (header.type == kRepAck) break;
+    if (header.type == kRepErrUnsup) {
+      use_export_name = true;
+      break;
+    }
+    if (header.type & kRepFlagError) {
+      return absl::NotFoundError(
+          absl::StrCat("NBD server ", address.ToString(), " refused export \"", address.export_name,
+                       "\" (error ", header.type & ~kRepFlagError, "): ", ReplyText(payload)));
+    }
+    // Other reply types to GO are to be ignored.
+  }
+  if (use_export_name) {
+    status = wire.SendOption(kOptExportName, address.export_name);
+    if (!status.ok()) return status;
+    uint8_t reply[10 + 124];
+    status = wire.Read(reply, no_zeroes ? 10 : sizeof(reply));
+    if (!status.ok()) return status;
+    connection.info.size = GetU64(reply);
+    connection.info.flags = GetU16(reply + 8);
+    have_export = true;
+  }
+  if (!have_export) {
+    return absl::DataLossError(
+        absl::StrCat("NBD server ", address.ToString(), " did not describe the export"));
+  }
+  status = ValidateBlockSizes(connection.info);
+  if (!status.ok()) return status;
+  SetTimeouts(fd->get(), std::chrono::milliseconds(0));
+  connection.fd = std::move(*fd);
+  return connection;
+}
+
+}  // namespace blk::server::nbd

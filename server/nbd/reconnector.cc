@@ -1,0 +1,87 @@
+#include "server/nbd/reconnector.h"
+
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+
+namespace blk::server::nbd {
+namespace {
+
+constexpr std::chrono::milliseconds kFirstBackoff(50);
+constexpr std::chrono::milliseconds kMaxBackoff(2000);
+constexpr std::chrono::milliseconds kDialTimeout(5000);
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Reconnector>> Reconnector::Create(Address address) {
+  std::unique_ptr<Reconnector> r(new Reconnector(std::move(address)));
+  r->event_fd_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!r->event_fd_.valid()) {
+    return absl::InternalError(absl::StrCat("eventfd for NBD reconnect: ", strerrordesc_np(errno)));
+  }
+  return r;
+}
+
+Reconnector::~Reconnector() { Stop(); }
+
+void Reconnector::Start() {
+  if (thread_.joinable()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!ready_.has_value() && !stopping_) return;  // still dialing
+  }
+  if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = false;
+    ready_.reset();
+  }
+  thread_ = std::thread([this] { Run(); });
+}
+
+std::optional<Connection> Reconnector::Take() {
+  uint64_t count = 0;
+  [[maybe_unused]] ssize_t n = ::read(event_fd_.get(), &count, sizeof(count));
+  std::optional<Connection> connection;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    connection = std::move(ready_);
+    ready_.reset();
+  }
+  if (connection.has_value() && thread_.joinable()) thread_.join();
+  return connection;
+}
+
+void Reconnector::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Reconnector::Run() {
+  std::chrono::milliseconds backoff = kFirstBackoff;
+  for (;;) {
+    absl::StatusOr<Connection> connection = Connect(address_, kDialTimeout);
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (stopping_) return;
+    if (connection.ok()) {
+      ready_ = std::move(*connection);
+      const uint64_t one = 1;
+      [[maybe_unused]] ssize_t n = ::write(event_fd_.get(), &one, sizeof(one));
+      return;
+    }
+    // Backoff between attempts; Stop() interrupts it.
+    wake_.wait_for(lock, backoff, [this] { return stopping_; });
+    if (stopping_) return;
+    backoff = std::min(backoff * 2, kMaxBackoff);
+  }
+}
+
+}  // namespace blk::server::nbd

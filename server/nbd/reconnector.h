@@ -1,0 +1,48 @@
+// Re-establishes an NBD connection off the queue thread: a helper thread, alive only while a
+// reconnect is under way, dials with exponential backoff until it succeeds (or is stopped) and
+// then signals an eventfd that the queue's ring polls. The queue thread takes the negotiated
+// connection from there; it never makes a blocking socket call itself.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "server/nbd/handshake.h"
+#include "server/nbd/uri.h"
+#include "server/unique_fd.h"
+
+namespace blk::server::nbd {
+
+class Reconnector {
+ public:
+  static absl::StatusOr<std::unique_ptr<Reconnector>> Create(Address address);
+  ~Reconnector();
+  Reconnector(const Reconnector&) = delete;
+  Reconnector& operator=(const Reconnector&) = delete;
+
+  // Becomes readable when a connection is ready.
+  int event_fd() const { return event_fd_.get(); }
+  // Starts dialing (no-op while a reconnect is already running).
+  void Start();
+  // The connection once event_fd() fired (clears the event), nullopt if none is ready yet.
+  std::optional<Connection> Take();
+  // Stops the helper thread (its current dial ends at the socket timeout).
+  void Stop();
+
+ private:
+  explicit Reconnector(Address address) : address_(std::move(address)) {}
+  void Run();
+
+  const Address address_;
+  UniqueFd event_fd_;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::optional<Connection> ready_;
+};
+
+}  // namespace blk::server::nbd

@@ -1,0 +1,92 @@
+#include "server/nbd/storage.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "server/nbd/forwarding_backend.h"
+
+namespace blk::server::nbd {
+namespace {
+
+constexpr std::chrono::milliseconds kCreateTimeout(10000);
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Storage>> Storage::Open(const NbdBackendConfig& backend,
+                                                       const DeviceConfig& config) {
+  absl::StatusOr<Address> address = ParseUri(backend.uri);
+  if (!address.ok()) return address.status();
+  absl::StatusOr<Connection> connection = Connect(*address, kCreateTimeout);
+  if (!connection.ok()) return connection.status();
+  const ExportInfo& info = connection->info;
+  const std::string where = address->ToString();
+  if (config.size_bytes > info.size) {
+    return absl::InvalidArgumentError(absl::StrCat("volume of ", config.size_bytes,
+                                                   " bytes is larger than the NBD export ", where,
+                                                   " (", info.size, " bytes)"));
+  }
+  if (info.read_only() && !config.read_only) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("NBD export ", where, " is read-only: create the volume read-only"));
+  }
+  if (info.min_block > config.logical_block_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("NBD export ", where, " needs blocks of at least ", info.min_block,
+                     " bytes, above the volume's logical block size ", config.logical_block_size));
+  }
+  std::unique_ptr<Storage> storage(new Storage());
+  storage->address_ = *address;
+  storage->info_ = info;
+  storage->options_.read_only = config.read_only;
+  storage->options_.device_size = config.size_bytes;
+  storage->options_.io_timeout_ms = backend.io_timeout_ms;
+  storage->first_ = std::move(*connection);
+  storage->queues_ = std::max<uint16_t>(config.queues, 1);
+  if (backend.stats != nullptr) storage->stats_ = backend.stats;
+  return storage;
+}
+
+absl::StatusOr<std::unique_ptr<server::Backend>> Storage::NewQueueBackend(uint16_t queue_depth) {
+  if (queues_made_ >= queues_) {
+    return absl::FailedPreconditionError(absl::StrCat("NBD volume on ", address_.ToString(),
+                                                      " was opened for ", queues_, " queues"));
+  }
+  const bool shared = queues_ > 1 && !info_.can_multi_conn();
+  if (shared && queues_made_ > 0) {
+    if (queue_depth != shared_->depth) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("NBD queue ", queues_made_, " has depth ", queue_depth,
+                       ", the connection it shares serves depth ", shared_->depth));
+    }
+    return std::make_unique<ForwardingBackend>(shared_, queues_made_++);
+  }
+  Connection connection;
+  if (first_.has_value()) {
+    connection = std::move(*first_);
+    first_.reset();
+  } else {
+    absl::StatusOr<Connection> more = Connect(address_, kCreateTimeout);
+    if (!more.ok()) return more.status();
+    connection = std::move(*more);
+  }
+  absl::StatusOr<std::unique_ptr<Reconnector>> reconnector = Reconnector::Create(address_);
+  if (!reconnector.ok()) return reconnector.status();
+  BackendOptions options = options_;
+  options.queue_depth = queue_depth;
+  if (shared) {
+    shared_ = std::make_shared<SharedConnection>(queues_, queue_depth);
+    options.shared = shared_;
+  }
+  ++queues_made_;
+  return std::make_unique<Backend>(std::move(connection), options, std::move(*reconnector), stats_);
+}
+
+absl::StatusOr<ExportInfo> ProbeExport(const std::string& uri) {
+  absl::StatusOr<Address> address = ParseUri(uri);
+  if (!address.ok()) return address.status();
+  absl::StatusOr<Connection> connection = Connect(*address, kCreateTimeout);
+  if (!connection.ok()) return connection.status();
+  return connection->info;
+}
+
+}  // namespace blk::server::nbd

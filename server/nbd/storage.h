@@ -1,0 +1,46 @@
+// A device backed by a remote NBD export. One connection per queue when the server advertises
+// multi-conn; without it, one connection that queue 0 drives for all queues (see
+// shared_connection.h). Queue backends are made in queue order, queue 0 first.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "server/backend.h"
+#include "server/nbd/backend.h"
+#include "server/nbd/handshake.h"
+#include "server/nbd/shared_connection.h"
+#include "server/nbd/uri.h"
+
+namespace blk::server::nbd {
+
+class Storage final : public server::Storage {
+ public:
+  // Connects and negotiates; refuses a volume larger than the export, a writable volume on a
+  // read-only export, and a logical block size below the server's minimum.
+  static absl::StatusOr<std::unique_ptr<Storage>> Open(const NbdBackendConfig& backend,
+                                                       const DeviceConfig& config);
+  absl::StatusOr<std::unique_ptr<server::Backend>> NewQueueBackend(uint16_t queue_depth) override;
+
+  const ExportInfo& export_info() const { return info_; }
+  const std::shared_ptr<Stats>& stats() const { return stats_; }
+
+ private:
+  Storage() = default;
+
+  Address address_;
+  ExportInfo info_;
+  BackendOptions options_;
+  std::optional<Connection> first_;  // made by Open, used by the first queue
+  uint16_t queues_ = 1;
+  uint16_t queues_made_ = 0;
+  std::shared_ptr<SharedConnection> shared_;  // without multi-conn and with several queues
+  std::shared_ptr<Stats> stats_ = std::make_shared<Stats>();
+};
+
+// Connects once to learn what the export offers (e.g. its size, for a volume created without
+// one). Blocking.
+absl::StatusOr<ExportInfo> ProbeExport(const std::string& uri);
+
+}  // namespace blk::server::nbd

@@ -1,0 +1,103 @@
+#include "server/nvme/backend.h"
+
+#include <cerrno>
+#include <span>
+#include <utility>
+
+#include "server/nvme/sqe.h"
+#include "server/ublk/abi.h"
+
+namespace blk::server {
+
+NvmeBackend::NvmeBackend(int fd, const nvme::NamespaceTarget& target, bool read_only,
+                         uint16_t queue_depth, uint32_t max_request_bytes,
+                         std::shared_ptr<NvmeStats> stats)
+    : fd_(fd),
+      target_(target),
+      read_only_(read_only),
+      commands_per_tag_(nvme::MaxCommandsPerRequest(target, max_request_bytes)),
+      tags_(queue_depth),
+      commands_(size_t{queue_depth} * commands_per_tag_),
+      stats_(std::move(stats)) {}
+
+absl::Status NvmeBackend::Attach(Ring& ring, int first_file) {
+  constexpr unsigned kBig = IORING_SETUP_SQE128 | IORING_SETUP_CQE32;
+  if ((ring.setup_flags() & kBig) != kBig) {
+    return absl::InternalError("NVMe passthrough needs a ring with 128-byte SQEs and 32-byte CQEs");
+  }
+  ring_ = &ring;
+  file_index_ = first_file;
+  return absl::OkStatus();
+}
+
+int32_t NvmeBackend::Submit(uint16_t tag, const BlockIo& io) {
+  if (tag >= tags_.size()) return -EINVAL;
+  switch (io.op) {
+    case abi::kIoOpRead:
+    case abi::kIoOpFlush:
+      break;
+    case abi::kIoOpWrite:
+    case abi::kIoOpDiscard:
+    case abi::kIoOpWriteZeroes:
+      if (read_only_) return -EROFS;
+      break;
+    default:
+      return -EOPNOTSUPP;
+  }
+  TagState& state = tags_[tag];
+  const bool registered = io.buffer_index >= 0;
+  nvme::BlockRequest request;
+  request.op = io.op;
+  request.offset_bytes = io.offset;
+  request.length_bytes = io.length;
+  request.fua = (io.flags & abi::kIoFFua) != 0;
+  // The request's own pages (zero copy) are addressed from 0; our buffers by their address.
+  request.buffer = reinterpret_cast<uintptr_t>(io.buffer);
+  std::span<nvme::UringCmd> commands(commands_.data() + size_t{tag} * commands_per_tag_,
+                                     commands_per_tag_);
+  const int count = nvme::BuildCommands(target_, request, commands, &state.dsm);
+  if (count < 0) return count;
+  const int32_t result = io.op == abi::kIoOpFlush ? 0 : static_cast<int32_t>(io.length);
+  if (count == 0) return result;
+
+  const bool carries_data = io.op == abi::kIoOpRead || io.op == abi::kIoOpWrite;
+  nvme::SqeBuffer buffer;
+  if (registered && carries_data) {
+    buffer.fixed = true;
+    buffer.index = static_cast<uint16_t>(io.buffer_index);
+  }
+  state.pending = 0;
+  state.error = 0;
+  state.result = result;
+  for (int i = 0; i < count; ++i) {
+    io_uring_sqe* sqe = ring_->GetSqe();
+    if (sqe == nullptr) {
+      // The ring is sized for every tag's commands, so this means it broke; fail the rest.
+      if (state.pending == 0) return -EIO;
+      state.error = EIO;
+      break;
+    }
+    nvme::PrepNvmeIoCmd(sqe, file_index_, /*fixed_file=*/true, commands[i], buffer,
+                        EncodeUserData(CqeKind::kBackend, tag));
+    ++state.pending;
+  }
+  return kInFlight;
+}
+
+int32_t NvmeBackend::OnCompletion(uint16_t tag, const io_uring_cqe& cqe) {
+  if (tag >= tags_.size()) return -EINVAL;
+  TagState& state = tags_[tag];
+  int error = nvme::ErrnoFromCompletion(cqe.res);
+  if (error != 0 && nvme::NamespaceGone(cqe.res)) {
+    error = EIO;
+    if (stats_) {
+      stats_->gone_result.store(cqe.res, std::memory_order_relaxed);
+      stats_->gone_errors.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  if (error != 0 && state.error == 0) state.error = error;
+  if (--state.pending > 0) return kInFlight;
+  return state.error != 0 ? -state.error : state.result;
+}
+
+}  // namespace blk::server

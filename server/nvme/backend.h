@@ -1,0 +1,49 @@
+// Per-queue NVMe passthrough: each ublk request becomes one or more NVMe commands
+// (IORING_OP_URING_CMD, NVME_URING_CMD_IO) on the namespace's generic char device, a registered
+// file of the queue's ring, and completes once all of them have.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "server/backend.h"
+#include "server/nvme/command.h"
+#include "server/nvme/stats.h"
+
+namespace blk::server {
+
+class NvmeBackend final : public Backend {
+ public:
+  // `max_request_bytes`: the largest data request the queue hands over, which sizes the per-tag
+  // command arrays (discards and write-zeroes need one command within the device's limits).
+  // A command that finds the namespace gone fails its request with EIO and is recorded in
+  // `stats` (may be null).
+  NvmeBackend(int fd, const nvme::NamespaceTarget& target, bool read_only, uint16_t queue_depth,
+              uint32_t max_request_bytes, std::shared_ptr<NvmeStats> stats = nullptr);
+
+  std::vector<int> Files() const override { return {fd_}; }
+  absl::Status Attach(Ring& ring, int first_file) override;
+  int32_t Submit(uint16_t tag, const BlockIo& io) override;
+  int32_t OnCompletion(uint16_t tag, const io_uring_cqe& cqe) override;
+
+ private:
+  struct TagState {
+    uint32_t pending = 0;  // commands still in flight
+    int error = 0;         // the first failure among them (positive errno)
+    int32_t result = 0;    // what the request completes with when none failed
+    nvme::DsmRange dsm{};  // a discard's range: the device reads it while the command runs
+  };
+
+  int fd_;
+  nvme::NamespaceTarget target_;
+  bool read_only_;
+  uint32_t commands_per_tag_;
+  Ring* ring_ = nullptr;
+  int file_index_ = -1;
+  std::vector<TagState> tags_;
+  std::vector<nvme::UringCmd> commands_;  // commands_per_tag_ per tag
+  std::shared_ptr<NvmeStats> stats_;
+};
+
+}  // namespace blk::server

@@ -1,0 +1,48 @@
+// A volume on an NVMe namespace, served through io_uring passthrough on its generic char device.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "server/backend.h"
+#include "server/backend_config.h"
+#include "server/nvme/command.h"
+#include "server/ublk/device_config.h"
+#include "server/unique_fd.h"
+
+namespace blk::server {
+
+class NvmeStorage final : public Storage {
+ public:
+  // Opens the char device (a block device, another file or a missing path: InvalidArgument naming
+  // it), identifies the namespace (metadata formats and inactive namespaces refused) and places
+  // the volume: config.size_bytes at nvme.offset_bytes, both multiples of the LBA size, inside
+  // the namespace, with a logical block size no smaller than the LBA size.
+  static absl::StatusOr<std::unique_ptr<NvmeStorage>> Open(const NvmeBackendConfig& nvme,
+                                                           const DeviceConfig& config);
+  absl::StatusOr<std::unique_ptr<Backend>> NewQueueBackend(uint16_t queue_depth) override;
+  StorageTraits traits() const override;
+
+  const nvme::NamespaceTarget& target() const { return target_; }
+
+ private:
+  NvmeStorage(UniqueFd fd, const nvme::NamespaceTarget& target, const DeviceConfig& config,
+              std::shared_ptr<NvmeStats> stats)
+      : fd_(std::move(fd)), target_(target), config_(config), stats_(std::move(stats)) {}
+
+  UniqueFd fd_;
+  nvme::NamespaceTarget target_;
+  DeviceConfig config_;
+  std::shared_ptr<NvmeStats> stats_;
+};
+
+// What a namespace offers a volume, for checks before a device is created. Opens `path` like
+// NvmeStorage::Open and issues Identify.
+struct NvmeNamespaceInfo {
+  uint64_t size_bytes = 0;
+  uint32_t lba_bytes = 0;
+  bool deallocated_reads_zeroes = false;
+};
+absl::StatusOr<NvmeNamespaceInfo> ProbeNvmeNamespace(const std::string& path);
+
+}  // namespace blk::server

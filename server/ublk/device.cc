@@ -1,0 +1,316 @@
+#include "server/ublk/device.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <fstream>
+#include <string_view>
+#include <variant>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/ublk/cpu_list.h"
+#include "server/ublk/opener.h"
+#include "server/ublk/params.h"
+#include "server/ublk/placement.h"
+
+namespace blk::server {
+namespace {
+
+// devtmpfs creates /dev/ublkcN during ADD_DEV; with udev managing /dev it may take a moment.
+constexpr auto kCharDeviceDeadline = std::chrono::seconds(10);
+
+// The kernel needs a moment after a server died before a device can be recovered: it notices the
+// exit, quiesces the queue and releases the old /dev/ublkcN (until then open() says EBUSY).
+constexpr auto kRecoveryDeadline = std::chrono::seconds(30);
+
+absl::StatusOr<UniqueFd> OpenCharDevice(const std::string& path) {
+  const auto deadline = std::chrono::steady_clock::now() + kCharDeviceDeadline;
+  while (true) {
+    UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+    if (fd.valid()) return fd;
+    const int err = errno;
+    // EBUSY: a previous server's descriptor is still being released (recovery).
+    if ((err != ENOENT && err != EBUSY) || std::chrono::steady_clock::now() >= deadline) {
+      return absl::InternalError(absl::StrCat("open ", path, ": ", strerrordesc_np(err)));
+    }
+    ::poll(nullptr, 0, 10);  // the node appears asynchronously; nothing to wait on but time
+  }
+}
+
+// major:minor of the started disk, from sysfs (present with or without udev).
+absl::StatusOr<DeviceNumber> DiskNumber(uint32_t dev_id) {
+  const std::string path = absl::StrCat("/sys/block/ublkb", dev_id, "/dev");
+  std::ifstream in(path);
+  unsigned major = 0;
+  unsigned minor = 0;
+  char colon = 0;
+  if (!(in >> major >> colon >> minor) || colon != ':') {
+    return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  }
+  return DeviceNumber{major, minor, /*block=*/true};
+}
+
+bool TestCrashAfterAddDev() {
+  const char* value = ::getenv("BLK_TEST_CRASH_AFTER_ADD_DEV");
+  return value != nullptr && std::string_view(value) == "1";
+}
+
+const char* StateName(uint16_t state) {
+  switch (state) {
+    case abi::kDevStateDead:
+      return "DEAD";
+    case abi::kDevStateLive:
+      return "LIVE";
+    case abi::kDevStateQuiesced:
+      return "QUIESCED";
+    case abi::kDevStateFailIo:
+      return "FAIL_IO";
+    default:
+      return "unknown";
+  }
+}
+
+// Polls GET_DEV_INFO until the device waits for a new server (QUIESCED, or FAIL_IO for fail-fast
+// devices), and runs START_USER_RECOVERY, which older kernels refuse (EBUSY) a little longer.
+absl::StatusOr<abi::CtrlDevInfo> BeginRecovery(ControlDevice& control, uint32_t dev_id) {
+  const auto deadline = std::chrono::steady_clock::now() + kRecoveryDeadline;
+  while (true) {
+    absl::StatusOr<abi::CtrlDevInfo> info = control.GetDevInfo(dev_id);
+    if (!info.ok()) return info.status();
+    if ((info->flags & abi::kFUserRecovery) == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("ublk device ", dev_id, " was created without user recovery"));
+    }
+    if (info->state == abi::kDevStateDead) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("ublk device ", dev_id, " is not started (state DEAD)"));
+    }
+    absl::Status started = absl::OkStatus();
+    // Kernels differ in when they report QUIESCED after the server died; a LIVE device whose
+    // server process is gone is worth a try too. Refusals just mean "not yet".
+    const bool server_gone =
+        info->ublksrv_pid <= 0 || (::kill(info->ublksrv_pid, 0) != 0 && errno == ESRCH);
+    if (info->state == abi::kDevStateQuiesced || info->state == abi::kDevStateFailIo ||
+        (info->state == abi::kDevStateLive && server_gone)) {
+      started = control.StartUserRecovery(dev_id);
+      if (started.ok()) return info;
+      if (started.code() == absl::StatusCode::kNotFound) return started;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("ublk device ", dev_id, " did not become recoverable within ",
+                       std::chrono::duration_cast<std::chrono::seconds>(kRecoveryDeadline).count(),
+                       "s (state ", StateName(info->state), ", server pid ", info->ublksrv_pid,
+                       started.ok() ? "" : absl::StrCat(", ", started.message()), ")"));
+    }
+    ::poll(nullptr, 0, 50);  // the kernel gives no event for "server gone"; poll its state
+  }
+}
+
+}  // namespace
+
+Device::Device(const DeviceConfig& config, std::unique_ptr<ControlDevice> control,
+               std::unique_ptr<Storage> storage, uint32_t dev_id)
+    : config_(config),
+      queue_stats_(new QueueStats[config.queues]),
+      control_(std::move(control)),
+      storage_(std::move(storage)),
+      dev_id_(dev_id) {
+  kernel_features_ = control_->features();
+}
+
+std::string Device::block_path() const { return absl::StrCat("/dev/ublkb", dev_id_); }
+std::string Device::char_path() const { return absl::StrCat("/dev/ublkc", dev_id_); }
+
+absl::StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceConfig& config,
+                                                       uint32_t dev_id) {
+  if (absl::Status valid = ValidateDeviceConfig(config); !valid.ok()) return valid;
+  absl::StatusOr<std::unique_ptr<Storage>> storage = OpenStorage(config);
+  if (!storage.ok()) return storage.status();
+  absl::StatusOr<std::unique_ptr<ControlDevice>> control = ControlDevice::Open();
+  if (!control.ok()) {
+    (*storage)->AbandonCreated();
+    return control.status();
+  }
+
+  const uint64_t flags = ChooseDeviceFlags((*control)->features(), config, (*storage)->traits());
+  absl::StatusOr<abi::CtrlDevInfo> info = (*control)->AddDev(BuildDevInfo(config, flags, dev_id));
+  if (!info.ok()) {
+    (*storage)->AbandonCreated();
+    return info.status();
+  }
+  // Test hook: a crash between ADD_DEV and START_DEV, which the next agent must clean up.
+  if (TestCrashAfterAddDev()) ::_exit(86);
+
+  // From here the kernel device exists: the Device owns it, and its destructor removes it.
+  std::unique_ptr<Device> device(
+      new Device(config, std::move(*control), std::move(*storage), info->dev_id));
+  device->device_flags_ = flags;
+  // The kernel may lower the buffer size it accepts; the per-tag buffers follow its value.
+  const uint32_t max_io_bytes = std::min(info->max_io_buf_bytes, config.max_io_bytes);
+  absl::Status started = device->control_->SetParams(
+      device->dev_id_, BuildParams(config, max_io_bytes, device->storage_->traits()));
+  if (started.ok()) started = device->StartQueues(max_io_bytes);
+  // Every queue has a fetch pending for every tag, so START_DEV does not wait forever.
+  if (started.ok()) started = device->control_->StartDev(device->dev_id_, ::getpid());
+  if (started.ok()) device->started_ = true;
+  if (!started.ok()) {
+    device->Stop(/*force=*/true).IgnoreError();
+    device->storage_->AbandonCreated();
+    return absl::Status(started.code(),
+                        absl::StrCat("ublk device ", device->id(), ": ", started.message()));
+  }
+  return device;
+}
+
+absl::StatusOr<std::unique_ptr<Device>> Device::Recover(uint32_t dev_id,
+                                                        const DeviceConfig& config) {
+  if (absl::Status valid = ValidateDeviceConfig(config); !valid.ok()) return valid;
+  if (const auto* file = std::get_if<FileBackendConfig>(&config.backend)) {
+    struct stat st {};
+    if (::stat(file->path.c_str(), &st) != 0) {
+      return absl::NotFoundError(absl::StrCat("backing file ", file->path, " of ublk device ",
+                                              dev_id, ": ", strerrordesc_np(errno)));
+    }
+  }
+  absl::StatusOr<std::unique_ptr<Storage>> storage = OpenStorage(config);
+  if (!storage.ok()) return storage.status();
+  absl::StatusOr<std::unique_ptr<ControlDevice>> control = ControlDevice::Open();
+  if (!control.ok()) return control.status();
+  absl::StatusOr<abi::CtrlDevInfo> info = BeginRecovery(**control, dev_id);
+  if (!info.ok()) return info.status();
+
+  // The kernel's geometry wins: the queues must match what it allocated.
+  DeviceConfig kernel_config = config;
+  kernel_config.queues = info->nr_hw_queues;
+  kernel_config.queue_depth = info->queue_depth;
+  std::unique_ptr<Device> device(
+      new Device(kernel_config, std::move(*control), std::move(*storage), dev_id));
+  device->device_flags_ = info->flags;
+  const uint32_t max_io_bytes = std::min(info->max_io_buf_bytes, config.max_io_bytes);
+  absl::Status recovered = device->StartQueues(max_io_bytes);
+  if (recovered.ok()) recovered = device->control_->EndUserRecovery(dev_id, ::getpid());
+  if (!recovered.ok()) {
+    // Leave the device quiesced: its I/O waits for a later attempt instead of failing.
+    device->Detach();
+    return absl::Status(recovered.code(),
+                        absl::StrCat("recover ublk device ", dev_id, ": ", recovered.message()));
+  }
+  device->started_ = true;
+  return device;
+}
+
+absl::Status Device::StartQueues(uint32_t max_io_bytes) {
+  absl::StatusOr<UniqueFd> char_fd = OpenCharDevice(char_path());
+  if (!char_fd.ok()) return char_fd.status();
+  char_fd_ = std::move(*char_fd);
+
+  const std::vector<int> allowed = AllowedCpus();
+  for (uint16_t q = 0; q < config_.queues; ++q) {
+    QueueSetup setup;
+    setup.device_id = dev_id_;
+    setup.queue_id = q;
+    setup.depth = config_.queue_depth;
+    setup.max_io_bytes = max_io_bytes;
+    setup.char_fd = char_fd_.get();
+    setup.ioctl_encoding = (device_flags_ & abi::kFCmdIoctlEncode) != 0;
+    setup.storage = storage_->traits();
+    // The kernel's flags decide (a recovered device keeps the mode it was created with).
+    setup.auto_buf_reg = (device_flags_ & abi::kFAutoBufReg) != 0;
+    setup.poll = config_.poll;
+    absl::StatusOr<cpu_set_t> cpus = control_->GetQueueAffinity(dev_id_, q);
+    if (!cpus.ok()) return cpus.status();
+    setup.hctx_cpus = *cpus;
+    setup.thread_cpus = QueueThreadCpus(config_.placement, q, *cpus, allowed);
+    queue_stats_[q].hctx_cpus = setup.hctx_cpus;
+    queue_stats_[q].thread_cpus = setup.thread_cpus;
+    setup.stats = &queue_stats_[q];
+    setup.count_io = config_.io_stats;
+    absl::StatusOr<std::unique_ptr<Backend>> backend =
+        storage_->NewQueueBackend(config_.queue_depth);
+    if (!backend.ok()) return backend.status();
+    setup.backend = std::move(*backend);
+    absl::StatusOr<std::unique_ptr<Queue>> queue = Queue::Start(std::move(setup));
+    if (!queue.ok()) return queue.status();
+    queues_.push_back(std::move(*queue));
+  }
+  return absl::OkStatus();
+}
+
+Device::~Device() { Stop(/*force=*/true).IgnoreError(); }
+
+void Device::EndQueues() {
+  // Queue 0 ends last: its backend may serve the other queues' I/O (an NBD connection they share),
+  // so it keeps running until they got every answer and ended.
+  for (size_t q = 1; q < queues_.size(); ++q) queues_[q]->RequestStop();
+  for (size_t q = 1; q < queues_.size(); ++q) queues_[q]->Join();
+  if (!queues_.empty()) {
+    queues_[0]->RequestStop();
+    queues_[0]->Join();
+  }
+  queues_.clear();
+}
+
+void Device::Detach() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (released_) return;
+  EndQueues();
+  char_fd_.Reset();
+  started_ = false;
+  released_ = true;
+}
+
+absl::Status Device::RefuseIfOpen() {
+  absl::StatusOr<DeviceNumber> number = DiskNumber(dev_id_);
+  std::vector<std::string> openers;
+  if (number.ok()) openers = FindOpeners(*number, absl::StrCat("ublkb", dev_id_));
+
+  if (kernel_features_ & abi::kFSafeStopDev) {
+    // The kernel decides atomically: stopped now, or EBUSY and untouched.
+    absl::Status tried = control_->TryStopDev(dev_id_);
+    if (tried.ok()) return absl::OkStatus();
+    if (tried.code() != absl::StatusCode::kFailedPrecondition) return tried;
+    if (openers.empty()) openers.push_back("an opener the scan did not find (kernel says busy)");
+  }
+  if (openers.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      block_path(), " is in use by ", absl::StrJoin(openers, ", "), "; stop it with force"));
+}
+
+absl::Status Device::Stop(bool force) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (released_) return absl::OkStatus();
+  if (started_) {
+    if (!force) {
+      if (absl::Status refused = RefuseIfOpen(); !refused.ok()) return refused;
+    }
+    // Idempotent in the kernel: a device TRY_STOP already stopped is just DEAD.
+    absl::Status stopped = control_->StopDev(dev_id_);
+    if (!stopped.ok() && stopped.code() != absl::StatusCode::kNotFound) return stopped;
+    started_ = false;
+  }
+  // A forced stop may leave openers behind; waiting for them would hang the caller.
+  return TearDown(/*wait_for_delete=*/!force);
+}
+
+absl::Status Device::TearDown(bool wait_for_delete) {
+  // After STOP_DEV no request is outstanding; the kernel aborts the fetches, and the stop signal
+  // covers kernels (and failed starts) where it does not.
+  EndQueues();
+  // The waiting DEL_DEV returns only once every reference is gone, our /dev/ublkcN included.
+  char_fd_.Reset();
+  absl::Status deleted = control_->DelDev(dev_id_, wait_for_delete);
+  if (!deleted.ok() && deleted.code() != absl::StatusCode::kNotFound) return deleted;
+  released_ = true;
+  return absl::OkStatus();
+}
+
+}  // namespace blk::server

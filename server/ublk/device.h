@@ -1,0 +1,112 @@
+#pragma once
+
+#include <sched.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/backend.h"
+#include "server/backend_config.h"
+#include "server/ublk/control.h"
+#include "server/ublk/device_config.h"
+#include "server/ublk/params.h"
+#include "server/ublk/queue.h"
+#include "server/ublk/queue_stats.h"
+#include "server/ublk/rq_affinity.h"
+#include "server/unique_fd.h"
+
+namespace blk::server {
+
+// One ublk block device (/dev/ublkbN) and the threads that serve it. Owning a Device means the
+// kernel device exists; destroying it stops and deletes the kernel device.
+class Device {
+ public:
+  // Opens/validates the backend first (file: created sparse at size_bytes if missing; an existing
+  // regular file or block device smaller than size_bytes, or a missing parent directory:
+  // InvalidArgument), then ADD_DEV, SET_PARAMS, queue threads, START_DEV. On any failure
+  // everything is undone (device deleted, threads joined) and the error returned.
+  // `dev_id`: the kernel id to ask for (kAnyDeviceId: the kernel picks); taken: FailedPrecondition.
+  static absl::StatusOr<std::unique_ptr<Device>> Create(const DeviceConfig& config,
+                                                        uint32_t dev_id = kAnyDeviceId);
+  // Takes over device `dev_id` left by a server that exited or was killed (user recovery): waits
+  // (bounded) for the kernel to quiesce it, re-opens the backend (a missing backing file is an
+  // error, never re-created empty), START_USER_RECOVERY, queue threads, END_USER_RECOVERY. Queued
+  // I/O then resumes. NotFound when there is no such device; FailedPrecondition when it cannot be
+  // recovered (never started, created without recovery, or still served). On failure the kernel
+  // device is left as it was, for a later attempt.
+  static absl::StatusOr<std::unique_ptr<Device>> Recover(uint32_t dev_id,
+                                                         const DeviceConfig& config);
+  ~Device();  // Stop(/*force=*/true) unless stopped or detached
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  int id() const { return static_cast<int>(dev_id_); }
+  std::string block_path() const;  // "/dev/ublkbN"
+  std::string char_path() const;   // "/dev/ublkcN"
+
+  // force=false: refused with FailedPrecondition naming the opener (pid and command, holder or
+  // mount point) while the block device is open; the device keeps working. force=true: stops
+  // regardless; openers get I/O errors. Then the queue threads end and the device is deleted.
+  // Idempotent.
+  absl::Status Stop(bool force);
+  // Lets go of the device without stopping it (agent upgrade): the queue threads end and
+  // /dev/ublkcN is closed; with user recovery the kernel quiesces the device and holds its I/O for
+  // the next server's Recover. Idempotent.
+  void Detach();
+
+  // The block queue's rq_affinity in sysfs (the device must be started).
+  absl::Status SetRqAffinity(uint32_t value) const {
+    return WriteRqAffinity(UblkQueueSysfsDir(dev_id_), value);
+  }
+  absl::StatusOr<uint32_t> RqAffinity() const { return ReadRqAffinity(UblkQueueSysfsDir(dev_id_)); }
+  // Whether the kernel completes requests where rq_affinity says (SUPPORT_RQ_AFFINITY).
+  bool rq_affinity_redirected() const {
+    return RqAffinityRedirected(kernel_features_, device_flags_);
+  }
+
+  uint64_t kernel_features() const { return kernel_features_; }
+  uint64_t device_flags() const { return device_flags_; }  // what ADD_DEV asked for
+  // "zero_copy" (UBLK_F_AUTO_BUF_REG) or "copy".
+  const char* copy_mode() const { return CopyModeName(device_flags_); }
+  const DeviceConfig& config() const { return config_; }
+  // What each queue publishes; readable from any thread without waiting, also while the device
+  // stops and after it stopped.
+  size_t queue_count() const { return config_.queues; }
+  const QueueStats& queue_stats(size_t queue) const { return queue_stats_[queue]; }
+  const IoCounters& queue_counters(size_t queue) const { return queue_stats_[queue].counters; }
+  const cpu_set_t& queue_hctx_cpus(size_t queue) const { return queue_stats_[queue].hctx_cpus; }
+  const cpu_set_t& queue_thread_cpus(size_t queue) const { return queue_stats_[queue].thread_cpus; }
+
+ private:
+  Device(const DeviceConfig& config, std::unique_ptr<ControlDevice> control,
+         std::unique_ptr<Storage> storage, uint32_t dev_id);
+  // Opens /dev/ublkcN and starts one thread per queue, each with a FETCH pending for every tag.
+  absl::Status StartQueues(uint32_t max_io_bytes);
+  absl::Status RefuseIfOpen();
+  // Asks every queue thread to end and waits for them, queue 0 last.
+  void EndQueues();
+  // Ends the queue threads, closes /dev/ublkcN and deletes the kernel device; waits for the
+  // deletion to finish only when nobody can still hold the device open.
+  absl::Status TearDown(bool wait_for_delete);
+
+  std::mutex mutex_;
+  DeviceConfig config_;
+  // Declared before queues_: the queue threads write into it until they are joined.
+  std::unique_ptr<QueueStats[]> queue_stats_;
+  std::unique_ptr<ControlDevice> control_;
+  std::unique_ptr<Storage> storage_;
+  uint32_t dev_id_;
+  uint64_t kernel_features_ = 0;
+  uint64_t device_flags_ = 0;
+  UniqueFd char_fd_;
+  std::vector<std::unique_ptr<Queue>> queues_;
+  bool started_ = false;
+  bool released_ = false;  // deleted or detached: the kernel device is no longer ours
+};
+
+}  // namespace blk::server

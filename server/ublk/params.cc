@@ -1,0 +1,117 @@
+#include "server/ublk/params.h"
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+
+namespace blk::server {
+namespace {
+
+constexpr uint32_t kSectorShift = 9;
+constexpr uint32_t kPhysicalBlockShift = 12;
+// DISCARD and WRITE_ZEROES carry no data, so they are not bound by the I/O buffer size.
+constexpr uint32_t kMaxDiscardSectors = (1U << 30) >> kSectorShift;
+
+}  // namespace
+
+absl::Status ValidateDeviceConfig(const DeviceConfig& config) {
+  if (config.logical_block_size != 512 && config.logical_block_size != 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("logical_block_size must be 512 or 4096, got ", config.logical_block_size));
+  }
+  if (config.size_bytes == 0 || config.size_bytes % config.logical_block_size != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("size_bytes must be a positive multiple of the logical block size ",
+                     config.logical_block_size, ", got ", config.size_bytes));
+  }
+  if (config.queues == 0 || config.queues > abi::kMaxQueues) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("queues must be 1..", abi::kMaxQueues, ", got ", config.queues));
+  }
+  if (config.queue_depth == 0 || config.queue_depth > abi::kMaxQueueDepth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("queue_depth must be 1..", abi::kMaxQueueDepth, ", got ", config.queue_depth));
+  }
+  if (config.max_io_bytes < 4096 || config.max_io_bytes % 4096 != 0 ||
+      config.max_io_bytes > (32U << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_io_bytes must be a multiple of 4096 in 4096..32MiB, got ", config.max_io_bytes));
+  }
+  return absl::OkStatus();
+}
+
+uint64_t ChooseDeviceFlags(uint64_t kernel_features, const DeviceConfig& config,
+                           const StorageTraits& storage) {
+  // Copy mode with one thread per queue needs no optional feature. The ioctl encoding is asked
+  // for whenever offered: newer kernels may be built without the legacy opcodes.
+  uint64_t flags = kernel_features & (abi::kFCmdIoctlEncode | abi::kFSupportRqAffinity);
+  if (config.zero_copy && storage.zero_copy) flags |= kernel_features & abi::kFAutoBufReg;
+  if ((kernel_features & abi::kFUserRecovery) == 0) return flags;
+  // The kernel accepts RECOVERY alone, or with exactly one of REISSUE and FAIL_IO.
+  if (config.fail_fast) {
+    if (kernel_features & abi::kFUserRecoveryFailIo) {
+      flags |= abi::kFUserRecovery | abi::kFUserRecoveryFailIo;
+    }
+    return flags;
+  }
+  flags |= abi::kFUserRecovery;
+  if (kernel_features & abi::kFUserRecoveryReissue) flags |= abi::kFUserRecoveryReissue;
+  return flags;
+}
+
+bool RqAffinityRedirected(uint64_t kernel_features, uint64_t device_flags) {
+  return (kernel_features & device_flags & abi::kFSupportRqAffinity) != 0;
+}
+
+const char* CopyModeName(uint64_t device_flags) {
+  return (device_flags & abi::kFAutoBufReg) != 0 ? "zero_copy" : "copy";
+}
+
+abi::CtrlDevInfo BuildDevInfo(const DeviceConfig& config, uint64_t flags, uint32_t dev_id) {
+  abi::CtrlDevInfo info{};
+  info.nr_hw_queues = config.queues;
+  info.queue_depth = config.queue_depth;
+  info.max_io_buf_bytes = config.max_io_bytes;
+  info.dev_id = dev_id;
+  info.ublksrv_pid = -1;
+  info.flags = flags;
+  return info;
+}
+
+abi::Params BuildParams(const DeviceConfig& config, uint32_t max_io_buf_bytes,
+                        const StorageTraits& storage) {
+  abi::Params params{};
+  params.len = sizeof(params);
+  params.types = abi::kParamTypeBasic;
+
+  const uint8_t logical_shift = static_cast<uint8_t>(std::countr_zero(config.logical_block_size));
+  abi::ParamBasic& basic = params.basic;
+  // Without a volatile cache every write is durable when it completes: no FLUSH, no FUA.
+  basic.attrs = storage.volatile_cache ? abi::kAttrVolatileCache | abi::kAttrFua : 0;
+  if (config.read_only) basic.attrs |= abi::kAttrReadOnly;
+  basic.logical_bs_shift = logical_shift;
+  basic.physical_bs_shift = std::max<uint8_t>(logical_shift, kPhysicalBlockShift);
+  basic.io_min_shift = logical_shift;
+  basic.io_opt_shift = std::max<uint8_t>(logical_shift, kPhysicalBlockShift);
+  basic.max_sectors = max_io_buf_bytes >> kSectorShift;
+  basic.dev_sectors = config.size_bytes >> kSectorShift;
+
+  if (!storage.discard && !storage.write_zeroes) return params;
+  params.types |= abi::kParamTypeDiscard;
+  abi::ParamDiscard& discard = params.discard;
+  discard.discard_granularity = config.logical_block_size;
+  discard.max_discard_segments = 1;
+  if (storage.discard) discard.max_discard_sectors = kMaxDiscardSectors;
+  if (storage.write_zeroes) {
+    uint64_t sectors = kMaxDiscardSectors;
+    if (storage.max_write_zeroes_bytes != 0) {
+      sectors = std::min<uint64_t>(sectors, storage.max_write_zeroes_bytes >> kSectorShift);
+    }
+    discard.max_write_zeroes_sectors = static_cast<uint32_t>(sectors);
+  }
+  return params;
+}
+
+}  // namespace blk::server

@@ -1,0 +1,47 @@
+// The decisions about what a device asks of the kernel, kept apart from the syscalls so they are
+// testable on a machine without ublk.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "server/backend.h"
+#include "server/ublk/abi.h"
+#include "server/ublk/device_config.h"
+
+namespace blk::server {
+
+// Checks the parts of a config the kernel would reject with a bare EINVAL, naming the field.
+absl::Status ValidateDeviceConfig(const DeviceConfig& config);
+
+// The one place that decides the UBLK_F_* flags of ADD_DEV from what the kernel offers and what the
+// device wants. User recovery is asked for whenever offered, so a restarted or killed agent never
+// fails an I/O: the device waits for the next agent (REISSUE: requests the old one had taken are
+// issued again), or with config.fail_fast fails I/O while no agent serves it. SUPPORT_RQ_AFFINITY
+// is asked for whenever offered, so the device's rq_affinity acts as on other block devices. Zero
+// copy (AUTO_BUF_REG: the kernel registers each request's pages in the queue's ring) when the
+// kernel offers it, the storage can use a registered buffer and config.zero_copy allows it; copy
+// mode otherwise.
+uint64_t ChooseDeviceFlags(uint64_t kernel_features, const DeviceConfig& config,
+                           const StorageTraits& storage = {});
+
+// "zero_copy" or "copy", for the flags a device was created with.
+const char* CopyModeName(uint64_t device_flags);
+
+// Whether the kernel completes the device's requests where rq_affinity says rather than on the
+// server thread's CPU: only when the kernel offers SUPPORT_RQ_AFFINITY and the device has it.
+bool RqAffinityRedirected(uint64_t kernel_features, uint64_t device_flags);
+
+// ADD_DEV with this id lets the kernel pick one.
+inline constexpr uint32_t kAnyDeviceId = 0xffffffffu;
+
+// ADD_DEV's dev_info, asking for `dev_id` (kAnyDeviceId: the kernel picks).
+abi::CtrlDevInfo BuildDevInfo(const DeviceConfig& config, uint64_t flags,
+                              uint32_t dev_id = kAnyDeviceId);
+
+// SET_PARAMS content: geometry, read-only, a volatile cache (so FLUSH arrives), FUA, and discard /
+// write-zeroes limits (so DISCARD and WRITE_ZEROES arrive), each only where the storage has it.
+abi::Params BuildParams(const DeviceConfig& config, uint32_t max_io_buf_bytes,
+                        const StorageTraits& storage = {});
+
+}  // namespace blk::server

@@ -1,0 +1,310 @@
+#include "server/ublk/queue.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "server/ublk/uring_cmd.h"
+
+namespace blk::server {
+namespace {
+
+constexpr int kCharDevFileIndex = 0;
+constexpr int kFirstBackendFileIndex = 1;
+constexpr uint32_t kSectorShift = 9;
+
+IoKind KindOfOp(uint8_t op) {
+  switch (op) {
+    case abi::kIoOpRead:
+      return IoKind::kRead;
+    case abi::kIoOpWrite:
+      return IoKind::kWrite;
+    case abi::kIoOpFlush:
+      return IoKind::kFlush;
+    case abi::kIoOpDiscard:
+      return IoKind::kDiscard;
+    case abi::kIoOpWriteZeroes:
+      return IoKind::kWriteZeroes;
+    default:
+      return IoKind::kOther;
+  }
+}
+
+uint64_t MonotonicNs() {
+  timespec now;
+  ::clock_gettime(CLOCK_MONOTONIC, &now);  // vDSO: no system call
+  return uint64_t(now.tv_sec) * 1'000'000'000 + uint64_t(now.tv_nsec);
+}
+
+absl::Status ErrnoStatus(int err, absl::string_view what) {
+  return absl::InternalError(absl::StrCat(what, ": ", strerrordesc_np(err)));
+}
+
+}  // namespace
+
+Queue::Queue(QueueSetup setup) : setup_(std::move(setup)) {}
+
+absl::StatusOr<std::unique_ptr<Queue>> Queue::Start(QueueSetup setup) {
+  if (setup.backend == nullptr || setup.depth == 0 || setup.char_fd < 0 || setup.stats == nullptr) {
+    return absl::InvalidArgumentError(
+        "queue setup needs a backend, a depth, /dev/ublkcN and a place for its statistics");
+  }
+  std::unique_ptr<Queue> queue(new Queue(std::move(setup)));
+  queue->stop_fd_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!queue->stop_fd_.valid()) return ErrnoStatus(errno, "eventfd for queue stop");
+  std::promise<absl::Status> started;
+  std::future<absl::Status> started_future = started.get_future();
+  queue->thread_ =
+      std::thread([q = queue.get(), promise = std::move(started)]() mutable { q->Run(&promise); });
+  absl::Status status = started_future.get();
+  if (!status.ok()) {
+    queue->Join();
+    return absl::Status(status.code(), absl::StrCat("queue ", queue->id(), ": ", status.message()));
+  }
+  return queue;
+}
+
+Queue::~Queue() {
+  RequestStop();
+  Join();
+}
+
+void Queue::RequestStop() {
+  if (!stop_fd_.valid()) return;
+  const uint64_t one = 1;
+  // EAGAIN means the counter is already non-zero: the stop is signalled either way.
+  [[maybe_unused]] ssize_t n = ::write(stop_fd_.get(), &one, sizeof(one));
+}
+
+void Queue::Join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+char* Queue::BufferOf(uint16_t tag) const {
+  if (setup_.auto_buf_reg) return nullptr;
+  return static_cast<char*>(buffers_.address()) + size_t{tag} * setup_.max_io_bytes;
+}
+
+void Queue::PrepFetch(io_uring_sqe* sqe, uint16_t tag, uint32_t op, int32_t result) {
+  abi::IoCmd cmd{};
+  cmd.q_id = setup_.queue_id;
+  cmd.tag = tag;
+  cmd.result = result;
+  cmd.addr = reinterpret_cast<uint64_t>(BufferOf(tag));
+  PrepUblkIoCmd(sqe, kCharDevFileIndex, /*fixed_file=*/true, op, cmd,
+                EncodeUserData(CqeKind::kUblkCmd, tag),
+                setup_.auto_buf_reg ? abi::AutoBufRegSqeAddr(tag) : 0);
+}
+
+void Queue::Run(std::promise<absl::Status>* started) {
+  setup_.stats->thread_id.store(::gettid(), std::memory_order_relaxed);
+  absl::Status status = Prepare();
+  if (!status.ok()) {
+    ring_.reset();
+    setup_.stats->thread_id.store(0, std::memory_order_relaxed);
+    started->set_value(status);
+    return;
+  }
+  started->set_value(absl::OkStatus());
+  Loop();
+  // Results committed in the last round are still only SQEs: hand them to the kernel, so a detach
+  // (agent upgrade) leaves no request the block layer must wait for or retry.
+  io_uring_submit(ring_->get());
+  // Closing the ring cancels whatever fetches the kernel did not abort.
+  ring_.reset();
+  descriptors_.Reset();
+  buffers_.Reset();
+  setup_.stats->counters.inflight.store(0, std::memory_order_relaxed);
+  setup_.stats->thread_id.store(0, std::memory_order_relaxed);
+}
+
+absl::Status Queue::Prepare() {
+  // Operators and tests find the thread by this name (at most 15 characters).
+  char name[16];
+  std::snprintf(name, sizeof(name), "blkq%u-%u", setup_.device_id, unsigned{setup_.queue_id});
+  ::pthread_setname_np(::pthread_self(), name);
+  if (CPU_COUNT(&setup_.thread_cpus) > 0 &&
+      ::sched_setaffinity(0, sizeof(setup_.thread_cpus), &setup_.thread_cpus) == 0) {
+    pinned_.store(true, std::memory_order_relaxed);
+  }
+
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const size_t desc_bytes = abi::DescAreaBytes(setup_.depth, page);
+  void* desc = ::mmap(nullptr, desc_bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, setup_.char_fd,
+                      static_cast<off_t>(abi::DescAreaOffset(setup_.queue_id, page)));
+  if (desc == MAP_FAILED) return ErrnoStatus(errno, "mmap of the I/O descriptors");
+  descriptors_ = Mapping(desc, desc_bytes);
+
+  // Zero copy needs no buffers of ours: the kernel lends the request's pages.
+  if (!setup_.auto_buf_reg) {
+    const size_t buffer_bytes = size_t{setup_.depth} * setup_.max_io_bytes;
+    void* buffers =
+        ::mmap(nullptr, buffer_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buffers == MAP_FAILED) return ErrnoStatus(errno, "mmap of the I/O buffers");
+    buffers_ = Mapping(buffers, buffer_bytes);
+  }
+  op_of_tag_.assign(setup_.depth, 0);
+  start_ns_of_tag_.assign(setup_.depth, 0);
+
+  // Each tag has at most one ublk command and its backend SQEs in flight, plus the stop poll.
+  const unsigned sqes_per_io = std::max(1u, setup_.storage.max_sqes_per_io);
+  const unsigned entries = std::bit_ceil((1u + sqes_per_io) * setup_.depth + 1);
+  absl::StatusOr<std::unique_ptr<Ring>> ring =
+      Ring::Create(entries, setup_.storage.big_ring_entries);
+  if (!ring.ok()) return ring.status();
+  ring_ = std::move(*ring);
+  if (setup_.auto_buf_reg) {
+    // The table the kernel registers each tag's request pages into, at index <tag>.
+    int rc = io_uring_register_buffers_sparse(ring_->get(), setup_.depth);
+    if (rc < 0) return ErrnoStatus(-rc, "io_uring_register_buffers_sparse");
+  } else if (setup_.storage.registered_buffers) {
+    // Fixed buffers spare the backend's commands a page pinning per I/O; index = tag.
+    std::vector<iovec> tag_buffers(setup_.depth);
+    for (uint16_t tag = 0; tag < setup_.depth; ++tag) {
+      tag_buffers[tag] = {BufferOf(tag), setup_.max_io_bytes};
+    }
+    int rc = io_uring_register_buffers(ring_->get(), tag_buffers.data(), setup_.depth);
+    if (rc < 0) return ErrnoStatus(-rc, "io_uring_register_buffers of the I/O buffers");
+  }
+
+  std::vector<int> files = {setup_.char_fd};
+  for (int fd : setup_.backend->Files()) files.push_back(fd);
+  int rc = io_uring_register_files(ring_->get(), files.data(), static_cast<unsigned>(files.size()));
+  if (rc < 0) return ErrnoStatus(-rc, "io_uring_register_files");
+  absl::Status attached = setup_.backend->Attach(*ring_, kFirstBackendFileIndex);
+  if (!attached.ok()) return attached;
+
+  io_uring_sqe* sqe = ring_->GetSqe();
+  io_uring_prep_poll_add(sqe, stop_fd_.get(), POLLIN);
+  sqe->user_data = EncodeUserData(CqeKind::kStop, 0);
+
+  const uint32_t fetch_op = setup_.ioctl_encoding ? abi::kUIoFetchReq : abi::kIoFetchReq;
+  for (uint16_t tag = 0; tag < setup_.depth; ++tag) {
+    sqe = ring_->GetSqe();
+    if (sqe == nullptr) return absl::InternalError("no SQE for FETCH_REQ");
+    PrepFetch(sqe, tag, fetch_op, 0);
+  }
+  rc = io_uring_submit(ring_->get());
+  if (rc < 0) return ErrnoStatus(-rc, "submit FETCH_REQ");
+  // A FETCH_REQ the kernel refused completes at once; catch that before START_DEV waits for it.
+  io_uring_cqe* cqe = nullptr;
+  if (io_uring_peek_cqe(ring_->get(), &cqe) == 0 && cqe != nullptr &&
+      KindOf(cqe->user_data) == CqeKind::kUblkCmd && cqe->res < 0) {
+    return ErrnoStatus(-cqe->res, absl::StrCat("FETCH_REQ of tag ", TagOf(cqe->user_data)));
+  }
+  return absl::OkStatus();
+}
+
+void Queue::Loop() {
+  io_uring* ring = ring_->get();
+  while (!(stop_requested_ && in_backend_ == 0) && aborted_ < setup_.depth) {
+    // Polling enters the kernel without waiting: that submits, and runs the task work that posts
+    // completions (none would appear while spinning in user space alone).
+    int rc = setup_.poll ? io_uring_submit_and_get_events(ring) : io_uring_submit_and_wait(ring, 1);
+    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
+      loop_status_ = ErrnoStatus(-rc, absl::StrCat("queue ", id(), " io_uring_submit_and_wait"));
+      return;
+    }
+    if (setup_.count_io) StartTurn();
+    unsigned head;
+    unsigned seen = 0;
+    io_uring_cqe* cqe;
+    io_uring_for_each_cqe(ring, head, cqe) {
+      ++seen;
+      const uint64_t user_data = cqe->user_data;
+      switch (KindOf(user_data)) {
+        case CqeKind::kUblkCmd:
+          OnUblkCompletion(TagOf(user_data), cqe->res);
+          break;
+        case CqeKind::kBackend:
+          OnBackendCompletion(TagOf(user_data), *cqe);
+          break;
+        case CqeKind::kStop:
+          stop_requested_ = true;
+          break;
+      }
+    }
+    io_uring_cq_advance(ring, seen);
+    if (setup_.count_io) {
+      setup_.stats->counters.inflight.store(in_backend_, std::memory_order_relaxed);
+    }
+  }
+}
+
+void Queue::StartTurn() {
+  turn_ns_ = MonotonicNs();
+  // glibc reads the CPU from rseq (or the vDSO): no system call. The whole turn's completions are
+  // attributed to this CPU.
+  const int cpu = ::sched_getcpu();
+  turn_local_ = cpu >= 0 && CPU_ISSET_S(cpu, sizeof(setup_.hctx_cpus), &setup_.hctx_cpus);
+}
+
+void Queue::OnUblkCompletion(uint16_t tag, int32_t res) {
+  if (res != abi::kIoResOk) {
+    // ABORT: the device is going away and this tag is not fetched again. Any other error means the
+    // kernel refused the command; the tag is equally dead.
+    ++aborted_;
+    if (res != abi::kIoResAbort && loop_status_.ok()) {
+      loop_status_ = ErrnoStatus(-res, absl::StrCat("ublk I/O command for tag ", tag));
+    }
+    return;
+  }
+  const abi::IoDesc& desc = static_cast<const abi::IoDesc*>(descriptors_.address())[tag];
+  BlockIo io;
+  io.op = abi::OpOf(desc);
+  io.flags = abi::FlagsOf(desc);
+  io.offset = desc.start_sector << kSectorShift;
+  const uint64_t length = uint64_t{desc.nr_sectors} << kSectorShift;
+  io.length = static_cast<uint32_t>(length);
+  io.buffer = BufferOf(tag);
+  if (setup_.auto_buf_reg || setup_.storage.registered_buffers) io.buffer_index = tag;
+  op_of_tag_[tag] = io.op;
+  start_ns_of_tag_[tag] = turn_ns_;
+  if ((io.op == abi::kIoOpRead || io.op == abi::kIoOpWrite) && length > setup_.max_io_bytes) {
+    Commit(tag, -EIO);
+    return;
+  }
+  ++in_backend_;
+  const int32_t result = setup_.backend->Submit(tag, io);
+  if (result != kInFlight) {
+    --in_backend_;
+    Commit(tag, result);
+  }
+}
+
+void Queue::OnBackendCompletion(uint16_t tag, const io_uring_cqe& cqe) {
+  const int32_t result = setup_.backend->OnCompletion(tag, cqe);
+  if (result == kInFlight) return;
+  --in_backend_;
+  Commit(tag, result);
+}
+
+void Queue::Commit(uint16_t tag, int32_t result) {
+  if (setup_.count_io) {
+    IoCounters& counters = setup_.stats->counters;
+    counters.Record(KindOfOp(op_of_tag_[tag]), result, turn_ns_ - start_ns_of_tag_[tag]);
+    IoCounters::Bump(turn_local_ ? counters.local_completions : counters.remote_completions, 1);
+  }
+  io_uring_sqe* sqe = ring_->GetSqe();
+  if (sqe == nullptr) {
+    // Cannot happen with the ring sized for every tag's SQEs; if it does, the tag is lost.
+    ++aborted_;
+    return;
+  }
+  const uint32_t op =
+      setup_.ioctl_encoding ? abi::kUIoCommitAndFetchReq : abi::kIoCommitAndFetchReq;
+  PrepFetch(sqe, tag, op, result);
+}
+
+}  // namespace blk::server

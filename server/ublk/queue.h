@@ -1,0 +1,99 @@
+#pragma once
+
+#include <sched.h>
+
+#include <atomic>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/backend.h"
+#include "server/mapping.h"
+#include "server/ublk/abi.h"
+#include "server/ublk/queue_stats.h"
+#include "server/ublk/ring.h"
+#include "server/unique_fd.h"
+
+namespace blk::server {
+
+struct QueueSetup {
+  uint32_t device_id = 0;  // N of /dev/ublkcN, for the thread's name
+  uint16_t queue_id = 0;
+  uint16_t depth = 0;
+  uint32_t max_io_bytes = 0;
+  int char_fd = -1;             // /dev/ublkcN, owned by the device
+  bool ioctl_encoding = false;  // UBLK_U_IO_* opcodes instead of the legacy ones
+  cpu_set_t hctx_cpus{};        // the CPUs whose I/O the kernel sends to this queue
+  cpu_set_t thread_cpus{};      // where the thread runs (see QueuePlacement); empty: no pinning
+  std::unique_ptr<Backend> backend;
+  QueueStats* stats = nullptr;  // where the queue publishes its counters; outlives the queue
+  bool count_io = true;         // false: no per-I/O statistics at all (their cost measured off)
+  StorageTraits storage;        // the ring the backend needs
+  // UBLK_F_AUTO_BUF_REG: each request's pages are registered buffer <tag> of the ring, no copy.
+  bool auto_buf_reg = false;
+  bool poll = false;  // busy-poll the ring instead of sleeping in io_uring_enter
+};
+
+// One ublk queue: a thread named "blkq<device>-<queue>" and pinned to its CPUs, owning one io_uring
+// that carries both the ublk I/O commands and the backend's I/O. The loop: fetch, hand to the
+// backend, commit the result (which fetches the tag's next request).
+class Queue {
+ public:
+  // Starts the thread and returns once it has a FETCH_REQ pending for every tag (START_DEV waits
+  // for exactly that), or the reason it could not.
+  static absl::StatusOr<std::unique_ptr<Queue>> Start(QueueSetup setup);
+  ~Queue();
+  Queue(const Queue&) = delete;
+  Queue& operator=(const Queue&) = delete;
+
+  // Asks the thread to leave as soon as no backend I/O is in flight; its pending fetches are
+  // cancelled when its ring closes. For stops where the kernel never aborts the fetches.
+  void RequestStop();
+  // Waits for the thread to end (it also ends by itself once the kernel aborted every tag).
+  void Join();
+
+  uint16_t id() const { return setup_.queue_id; }
+  const cpu_set_t& hctx_cpus() const { return setup_.hctx_cpus; }
+  const cpu_set_t& thread_cpus() const { return setup_.thread_cpus; }
+  bool pinned() const { return pinned_.load(std::memory_order_relaxed); }
+  // Why the loop ended early, if it did (valid after Join).
+  absl::Status loop_status() const { return loop_status_; }
+
+ private:
+  explicit Queue(QueueSetup setup);
+  void Run(std::promise<absl::Status>* started);
+  absl::Status Prepare();
+  void Loop();
+  void OnUblkCompletion(uint16_t tag, int32_t res);
+  void OnBackendCompletion(uint16_t tag, const io_uring_cqe& cqe);
+  void Commit(uint16_t tag, int32_t result);
+  // Once per loop turn: the time and the CPU that this turn's requests are attributed to.
+  void StartTurn();
+  char* BufferOf(uint16_t tag) const;
+  // FETCH_REQ or COMMIT_AND_FETCH_REQ for `tag` (copy mode: with its buffer).
+  void PrepFetch(io_uring_sqe* sqe, uint16_t tag, uint32_t op, int32_t result);
+
+  QueueSetup setup_;
+  UniqueFd stop_fd_;  // eventfd the ring polls
+  std::thread thread_;
+  std::atomic<bool> pinned_{false};
+  absl::Status loop_status_;
+
+  // Owned by the queue thread.
+  std::unique_ptr<Ring> ring_;
+  Mapping descriptors_;
+  Mapping buffers_;
+  std::vector<uint8_t> op_of_tag_;         // op in flight, for the counters
+  std::vector<uint64_t> start_ns_of_tag_;  // when the queue received the tag's request
+  uint64_t turn_ns_ = 0;                   // CLOCK_MONOTONIC at the start of this loop turn
+  bool turn_local_ = false;                // this turn runs on a CPU of the hctx set
+  uint32_t in_backend_ = 0;
+  uint32_t aborted_ = 0;
+  bool stop_requested_ = false;
+};
+
+}  // namespace blk::server

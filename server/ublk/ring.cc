@@ -1,0 +1,42 @@
+#include "server/ublk/ring.h"
+
+#include <string.h>
+
+#include <cerrno>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace blk::server {
+
+absl::StatusOr<std::unique_ptr<Ring>> Ring::Create(unsigned entries, bool big_entries) {
+  std::unique_ptr<Ring> ring(new Ring());
+  // Most wanted first; kernels before 6.1 (DEFER_TASKRUN) or 6.0 (SINGLE_ISSUER) say EINVAL.
+  const unsigned attempts[] = {
+      IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+      IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN,
+      IORING_SETUP_COOP_TASKRUN,
+      0,
+  };
+  int rc = -EINVAL;
+  const unsigned entry_flags = big_entries ? IORING_SETUP_SQE128 | IORING_SETUP_CQE32 : 0;
+  for (unsigned flags : attempts) {
+    io_uring_params params{};
+    params.flags = flags | entry_flags;
+    params.cq_entries = entries * 2;
+    params.flags |= IORING_SETUP_CQSIZE;
+    rc = io_uring_queue_init_params(entries, &ring->ring_, &params);
+    if (rc == 0) {
+      ring->setup_flags_ = flags | entry_flags;
+      return ring;
+    }
+    if (rc != -EINVAL) break;
+  }
+  return absl::InternalError(absl::StrCat("io_uring_queue_init(", entries, " entries",
+                                          big_entries ? ", SQE128|CQE32" : "",
+                                          "): ", strerrordesc_np(-rc)));
+}
+
+Ring::~Ring() { io_uring_queue_exit(&ring_); }
+
+}  // namespace blk::server

@@ -1,0 +1,308 @@
+#include "server/local/file_backend.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/local/null_backend.h"
+#include "server/ublk/abi.h"
+
+namespace blk::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint64_t kFileSize = 4 << 20;
+constexpr uint32_t kBufferBytes = 256 * 1024;
+constexpr uint16_t kDepth = 16;
+
+// Page-aligned per-tag buffers, as a queue has them.
+class Buffers {
+ public:
+  Buffers() {
+    EXPECT_EQ(posix_memalign(&memory_, 4096, size_t{kDepth} * kBufferBytes), 0);
+    std::memset(memory_, 0, size_t{kDepth} * kBufferBytes);
+  }
+  ~Buffers() { free(memory_); }
+  char* tag(uint16_t t) { return static_cast<char*>(memory_) + size_t{t} * kBufferBytes; }
+
+ private:
+  void* memory_ = nullptr;
+};
+
+// Drives a backend the way a queue does, without ublk: one ring, its CQEs fed back.
+class Harness {
+ public:
+  explicit Harness(Backend& backend) : backend_(backend) {
+    absl::StatusOr<std::unique_ptr<Ring>> ring = Ring::Create(64);
+    EXPECT_TRUE(ring.ok()) << ring.status();
+    ring_ = std::move(*ring);
+    std::vector<int> files = backend.Files();
+    if (!files.empty()) {
+      EXPECT_EQ(io_uring_register_files(ring_->get(), files.data(), files.size()), 0);
+    }
+    EXPECT_TRUE(backend.Attach(*ring_, 0).ok());
+  }
+
+  // Submits all I/Os at once (as concurrent tags) and returns each tag's result.
+  std::map<uint16_t, int32_t> RunAll(const std::map<uint16_t, BlockIo>& ios) {
+    std::map<uint16_t, int32_t> results;
+    size_t in_flight = 0;
+    for (const auto& [tag, io] : ios) {
+      int32_t r = backend_.Submit(tag, io);
+      if (r == kInFlight) {
+        ++in_flight;
+      } else {
+        results[tag] = r;
+      }
+    }
+    while (in_flight > 0) {
+      io_uring_cqe* cqe = nullptr;
+      int rc = io_uring_submit_and_wait(ring_->get(), 1);
+      EXPECT_GE(rc, 0);
+      while (io_uring_peek_cqe(ring_->get(), &cqe) == 0 && cqe != nullptr) {
+        EXPECT_EQ(KindOf(cqe->user_data), CqeKind::kBackend);
+        const uint16_t tag = TagOf(cqe->user_data);
+        int32_t r = backend_.OnCompletion(tag, *cqe);
+        io_uring_cqe_seen(ring_->get(), cqe);
+        if (r != kInFlight) {
+          results[tag] = r;
+          --in_flight;
+        }
+      }
+    }
+    return results;
+  }
+
+  int32_t Run(uint16_t tag, const BlockIo& io) { return RunAll({{tag, io}})[tag]; }
+
+ private:
+  Backend& backend_;
+  std::unique_ptr<Ring> ring_;
+};
+
+BlockIo Io(uint8_t op, uint64_t offset, uint32_t length, void* buffer, uint32_t flags = 0) {
+  BlockIo io;
+  io.op = op;
+  io.offset = offset;
+  io.length = length;
+  io.buffer = buffer;
+  io.flags = flags;
+  return io;
+}
+
+class FileBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("file_backend_test." + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    path_ = (dir_ / "volume.img").string();
+    config_.size_bytes = kFileSize;
+    config_.logical_block_size = 512;
+    config_.max_io_bytes = kBufferBytes;
+    config_.backend = FileBackendConfig{path_};
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::unique_ptr<FileStorage> OpenStorageOrDie() {
+    absl::StatusOr<std::unique_ptr<FileStorage>> storage = FileStorage::Open(path_, config_);
+    EXPECT_TRUE(storage.ok()) << storage.status();
+    return storage.ok() ? std::move(*storage) : nullptr;
+  }
+
+  std::vector<char> FileBytes(uint64_t offset, size_t length) {
+    std::vector<char> bytes(length);
+    int fd = ::open(path_.c_str(), O_RDONLY);
+    EXPECT_EQ(::pread(fd, bytes.data(), length, offset), static_cast<ssize_t>(length));
+    ::close(fd);
+    return bytes;
+  }
+
+  void FillFile(char value) {
+    std::vector<char> bytes(kFileSize, value);
+    int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT, 0600);
+    ASSERT_EQ(::pwrite(fd, bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+    ::close(fd);
+  }
+
+  fs::path dir_;
+  std::string path_;
+  DeviceConfig config_;
+  Buffers buffers_;
+};
+
+TEST_F(FileBackendTest, CreatesAMissingFileSparseAtTheDeviceSize) {
+  auto storage = OpenStorageOrDie();
+  ASSERT_NE(storage, nullptr);
+  struct stat st {};
+  ASSERT_EQ(::stat(path_.c_str(), &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), kFileSize);
+  EXPECT_LT(static_cast<uint64_t>(st.st_blocks) * 512, kFileSize);
+}
+
+TEST_F(FileBackendTest, RefusesAnExistingFileSmallerThanTheDeviceNamingBothSizes) {
+  { std::ofstream(path_) << "tiny"; }
+  absl::StatusOr<std::unique_ptr<FileStorage>> storage = FileStorage::Open(path_, config_);
+  ASSERT_EQ(storage.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string message(storage.status().message());
+  EXPECT_NE(message.find(path_), std::string::npos) << message;
+  EXPECT_NE(message.find(" 4 bytes"), std::string::npos) << message;
+  EXPECT_NE(message.find(std::to_string(kFileSize)), std::string::npos) << message;
+  EXPECT_EQ(fs::file_size(path_), 4u);  // untouched
+}
+
+TEST_F(FileBackendTest, RefusesAPathWhoseDirectoryDoesNotExist) {
+  const std::string path = (dir_ / "missing" / "volume.img").string();
+  absl::StatusOr<std::unique_ptr<FileStorage>> storage = FileStorage::Open(path, config_);
+  ASSERT_EQ(storage.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(storage.status().message().find("does not exist"), absl::string_view::npos);
+  EXPECT_FALSE(fs::exists(dir_ / "missing"));
+}
+
+TEST_F(FileBackendTest, RefusesADirectory) {
+  absl::StatusOr<std::unique_ptr<FileStorage>> storage = FileStorage::Open(dir_.string(), config_);
+  EXPECT_EQ(storage.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(FileBackendTest, DataWrittenIsReadBack) {
+  auto storage = OpenStorageOrDie();
+  ASSERT_NE(storage, nullptr);
+  FileBackend backend(storage->fd(), false, kDepth);
+  Harness harness(backend);
+  for (uint32_t i = 0; i < kBufferBytes; ++i) buffers_.tag(1)[i] = static_cast<char>(i * 7 + 3);
+  EXPECT_EQ(harness.Run(1, Io(abi::kIoOpWrite, 1 << 20, kBufferBytes, buffers_.tag(1))),
+            static_cast<int32_t>(kBufferBytes));
+  EXPECT_EQ(harness.Run(2, Io(abi::kIoOpRead, 1 << 20, kBufferBytes, buffers_.tag(2))),
+            static_cast<int32_t>(kBufferBytes));
+  EXPECT_EQ(std::memcmp(buffers_.tag(1), buffers_.tag(2), kBufferBytes), 0);
+  std::vector<char> on_disk = FileBytes(1 << 20, kBufferBytes);
+  EXPECT_EQ(std::memcmp(on_disk.data(), buffers_.tag(1), kBufferBytes), 0);
+}
+
+TEST_F(FileBackendTest, ConcurrentTagsLandAtTheirOwnOffsets) {
+  auto storage = OpenStorageOrDie();
+  ASSERT_NE(storage, nullptr);
+  FileBackend backend(storage->fd(), false, kDepth);
+  Harness harness(backend);
+  std::map<uint16_t, BlockIo> writes;
+  for (uint16_t tag = 0; tag < kDepth; ++tag) {
+    std::memset(buffers_.tag(tag), 'a' + tag, 4096);
+    writes[tag] = Io(abi::kIoOpWrite, uint64_t{tag} * 8192, 4096, buffers_.tag(tag));
+  }
+  for (const auto& [tag, result] : harness.RunAll(writes)) EXPECT_EQ(result, 4096) << tag;
+  for (uint16_t tag = 0; tag < kDepth; ++tag) {
+    std::vector<char> on_disk = FileBytes(uint64_t{tag} * 8192, 4096);
+    EXPECT_EQ(on_disk, std::vector<char>(4096, static_cast<char>('a' + tag))) << tag;
+  }
+}
+
+TEST_F(FileBackendTest, FuaWriteAndFlushSucceed) {
+  auto storage = OpenStorageOrDie();
+  ASSERT_NE(storage, nullptr);
+  FileBackend backend(storage->fd(), false, kDepth);
+  Harness harness(backend);
+  std::memset(buffers_.tag(0), 'F', 4096);
+  EXPECT_EQ(harness.Run(0, Io(abi::kIoOpWrite, 0, 4096, buffers_.tag(0), abi::kIoFFua)), 4096);
+  EXPECT_EQ(harness.Run(0, Io(abi::kIoOpFlush, 0, 0, buffers_.tag(0))), 0);
+  EXPECT_EQ(FileBytes(0, 4096), std::vector<char>(4096, 'F'));
+}
+
+TEST_F(FileBackendTest, DiscardedRangeReadsAsZeroesAndTheFileKeepsItsSize) {
+  auto storage = OpenStorageOrDie();
+  ASSERT_NE(storage, nullptr);
+  FillFile('x');
+  FileBackend backend(storage->fd(), false, kDepth);
+  Harness harness(backend);
+  EXPECT_EQ(harness.Run(3, Io(abi::kIoOpDiscard, 65536, 65536, buffers_.tag(3))), 65536);
+  EXPECT_EQ(FileBytes(65536, 65536), std::vector<char>(65536, 0));
+  EXPECT_EQ(FileBytes(0, 65536), std::vector<char>(65536, 'x'));
+  EXPECT_EQ(FileBytes(131072, 512), std::vector<char>(512, 'x'));
+  EXPECT_EQ(fs::file_size(path_), kFileSize);
+}
+
+TEST_F(FileBackendTest, WriteZeroesZeroesExactlyTheRange) {
+  auto storage = OpenStorageOrDie();
+  ASSERT_NE(storage, nullptr);
+  FillFile('y');
+  FileBackend backend(storage->fd(), false, kDepth);
+  Harness harness(backend);
+  EXPECT_EQ(harness.Run(4, Io(abi::kIoOpWriteZeroes, 4096, 8192, buffers_.tag(4))), 8192);
+  EXPECT_EQ(FileBytes(4096, 8192), std::vector<char>(8192, 0));
+  EXPECT_EQ(FileBytes(0, 4096), std::vector<char>(4096, 'y'));
+  EXPECT_EQ(FileBytes(12288, 4096), std::vector<char>(4096, 'y'));
+  EXPECT_EQ(fs::file_size(path_), kFileSize);
+}
+
+TEST_F(FileBackendTest, ReadPastTheEndOfAShrunkFileReadsZeroes) {
+  auto storage = OpenStorageOrDie();
+  ASSERT_NE(storage, nullptr);
+  FillFile('z');
+  ASSERT_EQ(::truncate(path_.c_str(), 4096), 0);
+  FileBackend backend(storage->fd(), false, kDepth);
+  Harness harness(backend);
+  std::memset(buffers_.tag(5), 0x55, 16384);
+  EXPECT_EQ(harness.Run(5, Io(abi::kIoOpRead, 0, 16384, buffers_.tag(5))), 16384);
+  EXPECT_EQ(std::vector<char>(buffers_.tag(5), buffers_.tag(5) + 4096),
+            std::vector<char>(4096, 'z'));
+  EXPECT_EQ(std::vector<char>(buffers_.tag(5) + 4096, buffers_.tag(5) + 16384),
+            std::vector<char>(12288, 0));
+}
+
+TEST_F(FileBackendTest, WritesToAReadOnlyDeviceFailWithErofsAndChangeNothing) {
+  FillFile('r');
+  config_.read_only = true;
+  auto storage = OpenStorageOrDie();
+  ASSERT_NE(storage, nullptr);
+  absl::StatusOr<std::unique_ptr<Backend>> backend = storage->NewQueueBackend(kDepth);
+  ASSERT_TRUE(backend.ok());
+  Harness harness(**backend);
+  std::memset(buffers_.tag(0), 'w', 4096);
+  EXPECT_EQ(harness.Run(0, Io(abi::kIoOpWrite, 0, 4096, buffers_.tag(0))), -EROFS);
+  EXPECT_EQ(harness.Run(0, Io(abi::kIoOpWriteZeroes, 0, 4096, buffers_.tag(0))), -EROFS);
+  EXPECT_EQ(harness.Run(0, Io(abi::kIoOpDiscard, 0, 4096, buffers_.tag(0))), -EROFS);
+  EXPECT_EQ(harness.Run(0, Io(abi::kIoOpRead, 0, 4096, buffers_.tag(0))), 4096);
+  EXPECT_EQ(FileBytes(0, 4096), std::vector<char>(4096, 'r'));
+}
+
+TEST_F(FileBackendTest, ZoneAndUnknownOpsFailWithEopnotsupp) {
+  auto storage = OpenStorageOrDie();
+  ASSERT_NE(storage, nullptr);
+  FileBackend backend(storage->fd(), false, kDepth);
+  Harness harness(backend);
+  EXPECT_EQ(harness.Run(0, Io(abi::kIoOpZoneReset, 0, 4096, buffers_.tag(0))), -EOPNOTSUPP);
+  EXPECT_EQ(harness.Run(0, Io(abi::kIoOpWriteSame, 0, 4096, buffers_.tag(0))), -EOPNOTSUPP);
+  EXPECT_EQ(harness.Run(0, Io(200, 0, 4096, buffers_.tag(0))), -EOPNOTSUPP);
+}
+
+TEST(NullBackend, ReadsZeroesAndAcceptsEverythingElse) {
+  NullBackend backend(/*read_only=*/false);
+  Buffers buffers;
+  std::memset(buffers.tag(0), 0x77, 8192);
+  EXPECT_EQ(backend.Submit(0, Io(abi::kIoOpRead, 0, 8192, buffers.tag(0))), 8192);
+  EXPECT_EQ(std::vector<char>(buffers.tag(0), buffers.tag(0) + 8192), std::vector<char>(8192, 0));
+  EXPECT_EQ(backend.Submit(0, Io(abi::kIoOpWrite, 0, 8192, buffers.tag(0))), 8192);
+  EXPECT_EQ(backend.Submit(0, Io(abi::kIoOpFlush, 0, 0, buffers.tag(0))), 0);
+  EXPECT_EQ(backend.Submit(0, Io(abi::kIoOpDiscard, 0, 4096, buffers.tag(0))), 4096);
+  EXPECT_EQ(backend.Submit(0, Io(abi::kIoOpWriteZeroes, 0, 4096, buffers.tag(0))), 4096);
+  EXPECT_EQ(backend.Submit(0, Io(abi::kIoOpZoneOpen, 0, 0, buffers.tag(0))), -EOPNOTSUPP);
+}
+
+TEST(NullBackend, ReadOnlyRefusesWrites) {
+  NullBackend backend(/*read_only=*/true);
+  Buffers buffers;
+  EXPECT_EQ(backend.Submit(0, Io(abi::kIoOpWrite, 0, 4096, buffers.tag(0))), -EROFS);
+  EXPECT_EQ(backend.Submit(0, Io(abi::kIoOpRead, 0, 4096, buffers.tag(0))), 4096);
+}
+
+}  // namespace
+}  // namespace blk::server

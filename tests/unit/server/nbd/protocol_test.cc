@@ -1,0 +1,292 @@
+#include "server/nbd/protocol.h"
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace blk::server::nbd {
+namespace {
+
+// Requests awaiting replies, by cookie, as the backend keeps them.
+class FakeTargets : public ReplyTargets {
+ public:
+  ReplyTarget& Add(uint64_t cookie, uint16_t command, uint64_t offset, uint32_t length) {
+    buffers_[cookie].assign(length, 0xEE);
+    ReplyTarget& t = targets_[cookie];
+    t = ReplyTarget{};
+    t.command = command;
+    t.offset = offset;
+    t.length = length;
+    t.buffer = buffers_[cookie].data();
+    return t;
+  }
+  ReplyTarget* Find(uint64_t cookie) override {
+    auto it = targets_.find(cookie);
+    return it == targets_.end() ? nullptr : &it->second;
+  }
+  void Complete(uint64_t cookie) override {
+    completed.push_back(cookie);
+    errors.push_back(targets_[cookie].nbd_error);
+    targets_.erase(cookie);
+  }
+  std::vector<uint8_t>& buffer(uint64_t cookie) { return buffers_[cookie]; }
+
+  std::vector<uint64_t> completed;
+  std::vector<uint32_t> errors;
+
+ private:
+  std::map<uint64_t, ReplyTarget> targets_;
+  std::map<uint64_t, std::vector<uint8_t>> buffers_;
+};
+
+std::vector<uint8_t> SimpleReply(uint64_t cookie, uint32_t error) {
+  std::vector<uint8_t> out(16);
+  PutU32(out.data(), kSimpleReplyMagic);
+  PutU32(out.data() + 4, error);
+  PutU64(out.data() + 8, cookie);
+  return out;
+}
+
+std::vector<uint8_t> Chunk(uint64_t cookie, uint16_t type, uint16_t flags,
+                           const std::vector<uint8_t>& payload) {
+  std::vector<uint8_t> out(20);
+  PutU32(out.data(), kStructuredReplyMagic);
+  PutU16(out.data() + 4, flags);
+  PutU16(out.data() + 6, type);
+  PutU64(out.data() + 8, cookie);
+  PutU32(out.data() + 16, static_cast<uint32_t>(payload.size()));
+  out.insert(out.end(), payload.begin(), payload.end());
+  return out;
+}
+
+std::vector<uint8_t> DataPayload(uint64_t offset, const std::vector<uint8_t>& data) {
+  std::vector<uint8_t> out(8);
+  PutU64(out.data(), offset);
+  out.insert(out.end(), data.begin(), data.end());
+  return out;
+}
+
+std::vector<uint8_t> HolePayload(uint64_t offset, uint32_t length) {
+  std::vector<uint8_t> out(12);
+  PutU64(out.data(), offset);
+  PutU32(out.data() + 8, length);
+  return out;
+}
+
+std::vector<uint8_t> ErrorPayload(uint32_t error, const std::string& message) {
+  std::vector<uint8_t> out(6);
+  PutU32(out.data(), error);
+  PutU16(out.data() + 4, static_cast<uint16_t>(message.size()));
+  out.insert(out.end(), message.begin(), message.end());
+  return out;
+}
+
+std::vector<uint8_t> Concat(std::initializer_list<std::vector<uint8_t>> parts) {
+  std::vector<uint8_t> out;
+  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+// Feeds the bytes one at a time: the parser must not care how the socket splits them.
+absl::Status FeedBytewise(ReplyParser& parser, const std::vector<uint8_t>& bytes,
+                          ReplyTargets& targets) {
+  for (uint8_t b : bytes) {
+    absl::Status s = parser.Feed(&b, 1, targets);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+TEST(NbdProtocolTest, RequestHeaderIsBigEndianWithMagic) {
+  uint8_t out[kRequestHeaderBytes];
+  EncodeRequest(out, kCmdFlagFua, kCmdWrite, 0x0102030405060708, 0x1000, 512);
+  EXPECT_EQ(GetU32(out), 0x25609513u);
+  EXPECT_EQ(GetU16(out + 4), 1);
+  EXPECT_EQ(GetU16(out + 6), 1);
+  EXPECT_EQ(out[8], 0x01);
+  EXPECT_EQ(out[15], 0x08);
+  EXPECT_EQ(GetU64(out + 16), 0x1000u);
+  EXPECT_EQ(GetU32(out + 24), 512u);
+}
+
+TEST(NbdProtocolTest, GoOptionAsksForTheBlockSize) {
+  std::string data = GoOptionData("disk");
+  ASSERT_EQ(data.size(), 4u + 4 + 4);
+  const auto* p = reinterpret_cast<const uint8_t*>(data.data());
+  EXPECT_EQ(GetU32(p), 4u);
+  EXPECT_EQ(data.substr(4, 4), "disk");
+  EXPECT_EQ(GetU16(p + 8), 1);
+  EXPECT_EQ(GetU16(p + 10), kInfoBlockSize);
+  std::vector<uint8_t> option = EncodeOption(kOptGo, data);
+  EXPECT_EQ(GetU64(option.data()), kOptMagic);
+  EXPECT_EQ(GetU32(option.data() + 8), kOptGo);
+  EXPECT_EQ(GetU32(option.data() + 12), data.size());
+}
+
+TEST(NbdProtocolTest, InfoRepliesFillTheExportInfo) {
+  ExportInfo info;
+  uint8_t exp[12];
+  PutU16(exp, kInfoExport);
+  PutU64(exp + 2, 1 << 20);
+  PutU16(exp + 10, kFlagHasFlags | kFlagReadOnly | kFlagCanMultiConn);
+  ASSERT_TRUE(ApplyInfoReply(exp, sizeof(exp), &info).ok());
+  uint8_t bs[14];
+  PutU16(bs, kInfoBlockSize);
+  PutU32(bs + 2, 512);
+  PutU32(bs + 6, 4096);
+  PutU32(bs + 10, 65536);
+  ASSERT_TRUE(ApplyInfoReply(bs, sizeof(bs), &info).ok());
+  EXPECT_EQ(info.size, 1u << 20);
+  EXPECT_TRUE(info.read_only());
+  EXPECT_TRUE(info.can_multi_conn());
+  EXPECT_FALSE(info.can_trim());
+  EXPECT_EQ(info.min_block, 512u);
+  EXPECT_EQ(info.max_payload, 65536u);
+  EXPECT_TRUE(ValidateBlockSizes(info).ok());
+  EXPECT_FALSE(ApplyInfoReply(exp, 11, &info).ok());
+  info.min_block = 3;
+  EXPECT_FALSE(ValidateBlockSizes(info).ok());
+}
+
+TEST(NbdProtocolTest, OptionReplyWithWrongMagicIsRefused) {
+  uint8_t raw[kOptionReplyHeaderBytes] = {};
+  EXPECT_FALSE(ParseOptionReplyHeader(raw).ok());
+  PutU64(raw, kOptReplyMagic);
+  PutU32(raw + 8, kOptGo);
+  PutU32(raw + 12, kRepAck);
+  absl::StatusOr<OptionReplyHeader> h = ParseOptionReplyHeader(raw);
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->option, kOptGo);
+  EXPECT_EQ(h->type, kRepAck);
+}
+
+TEST(NbdProtocolTest, NbdErrorsMapToErrno) {
+  EXPECT_EQ(ErrnoOfNbdError(1), EPERM);
+  EXPECT_EQ(ErrnoOfNbdError(5), EIO);
+  EXPECT_EQ(ErrnoOfNbdError(28), ENOSPC);
+  EXPECT_EQ(ErrnoOfNbdError(95), EOPNOTSUPP);
+  EXPECT_EQ(ErrnoOfNbdError(12345), EIO);
+}
+
+TEST(NbdReplyParserTest, SimpleReadReplyDeliversDataInAnyPieces) {
+  FakeTargets targets;
+  targets.Add(7, kCmdRead, 4096, 8);
+  ReplyParser parser(false);
+  std::vector<uint8_t> bytes = Concat({SimpleReply(7, 0), {1, 2, 3, 4, 5, 6, 7, 8}});
+  ASSERT_TRUE(FeedBytewise(parser, bytes, targets).ok());
+  ASSERT_THAT(targets.completed, testing::ElementsAre(7u));
+  EXPECT_THAT(targets.errors, testing::ElementsAre(0u));
+}
+
+TEST(NbdReplyParserTest, SimpleReplyCarriesTheServerError) {
+  FakeTargets targets;
+  targets.Add(1, kCmdWrite, 0, 512);
+  targets.Add(2, kCmdRead, 0, 512);
+  ReplyParser parser(false);
+  std::vector<uint8_t> bytes = Concat({SimpleReply(1, 28), SimpleReply(2, 5)});
+  ASSERT_TRUE(parser.Feed(bytes.data(), bytes.size(), targets).ok());
+  EXPECT_THAT(targets.completed, testing::ElementsAre(1u, 2u));
+  EXPECT_THAT(targets.errors, testing::ElementsAre(28u, 5u));
+}
+
+TEST(NbdReplyParserTest, StructuredReadAssemblesDataAndHolesOutOfOrder) {
+  FakeTargets targets;
+  targets.Add(3, kCmdRead, 1000, 12);
+  ReplyParser parser(true);
+  std::vector<uint8_t> bytes =
+      Concat({Chunk(3, kChunkOffsetData, 0, DataPayload(1008, {9, 9, 9, 9})),
+              Chunk(3, kChunkOffsetHole, 0, HolePayload(1004, 4)),
+              Chunk(3, kChunkOffsetData, kReplyFlagDone, DataPayload(1000, {1, 2, 3, 4}))});
+  ASSERT_TRUE(FeedBytewise(parser, bytes, targets).ok());
+  ASSERT_THAT(targets.completed, testing::ElementsAre(3u));
+  EXPECT_THAT(targets.buffer(3), testing::ElementsAre(1, 2, 3, 4, 0, 0, 0, 0, 9, 9, 9, 9));
+}
+
+TEST(NbdReplyParserTest, StructuredErrorChunksEndTheRequestWithTheirError) {
+  FakeTargets targets;
+  targets.Add(4, kCmdRead, 0, 8);
+  targets.Add(5, kCmdWrite, 0, 8);
+  ReplyParser parser(true);
+  std::vector<uint8_t> offset(8);
+  PutU64(offset.data(), 4);
+  std::vector<uint8_t> error_offset = ErrorPayload(5, "bad sector");
+  error_offset.insert(error_offset.end(), offset.begin(), offset.end());
+  std::vector<uint8_t> bytes = Concat(
+      {Chunk(4, kChunkErrorOffset, 0, error_offset), Chunk(4, kChunkNone, kReplyFlagDone, {}),
+       Chunk(5, kChunkError, kReplyFlagDone, ErrorPayload(28, "full"))});
+  ASSERT_TRUE(parser.Feed(bytes.data(), bytes.size(), targets).ok());
+  EXPECT_THAT(targets.completed, testing::ElementsAre(4u, 5u));
+  EXPECT_THAT(targets.errors, testing::ElementsAre(5u, 28u));
+}
+
+TEST(NbdReplyParserTest, StructuredModeStillAcceptsSimpleRepliesWithoutData) {
+  FakeTargets targets;
+  targets.Add(6, kCmdFlush, 0, 0);
+  ReplyParser parser(true);
+  std::vector<uint8_t> bytes = SimpleReply(6, 0);
+  ASSERT_TRUE(parser.Feed(bytes.data(), bytes.size(), targets).ok());
+  EXPECT_THAT(targets.completed, testing::ElementsAre(6u));
+}
+
+struct BadReply {
+  const char* name;
+  std::vector<uint8_t> bytes;
+  bool structured;
+};
+
+class NbdReplyParserRefusesTest : public testing::TestWithParam<int> {};
+
+std::vector<BadReply> BadReplies() {
+  std::vector<uint8_t> garbage = {0xde, 0xad, 0xbe, 0xef};
+  return {
+      {"garbage magic", garbage, true},
+      {"unknown cookie", SimpleReply(99, 0), false},
+      {"structured magic without negotiation", Chunk(1, kChunkNone, kReplyFlagDone, {}), false},
+      {"data chunk past the request",
+       Chunk(1, kChunkOffsetData, kReplyFlagDone, DataPayload(4, {1, 2, 3, 4, 5, 6, 7, 8})), true},
+      {"data chunk before the request",
+       Chunk(1, kChunkOffsetData, kReplyFlagDone, DataPayload(0, {1})), true},
+      {"hole past the request", Chunk(1, kChunkOffsetHole, kReplyFlagDone, HolePayload(100, 9)),
+       true},
+      {"read done without all data",
+       Chunk(1, kChunkOffsetData, kReplyFlagDone, DataPayload(100, {1, 2})), true},
+      {"overlapping chunks",
+       Concat({Chunk(1, kChunkOffsetHole, 0, HolePayload(100, 8)),
+               Chunk(1, kChunkOffsetHole, 0, HolePayload(100, 8))}),
+       true},
+      {"unknown non-error chunk", Chunk(1, 77, kReplyFlagDone, {}), true},
+      {"error chunk with error 0", Chunk(1, kChunkError, kReplyFlagDone, ErrorPayload(0, "")),
+       true},
+      {"error chunk message longer than chunk",
+       [] {
+         std::vector<uint8_t> p = ErrorPayload(5, "abc");
+         PutU16(p.data() + 4, 50);
+         return Chunk(1, kChunkError, kReplyFlagDone, p);
+       }(),
+       true},
+      {"too-long error chunk",
+       Chunk(1, kChunkError, kReplyFlagDone, ErrorPayload(5, std::string(5000, 'x'))), true},
+      {"none chunk with payload", Chunk(1, kChunkNone, kReplyFlagDone, {1}), true},
+      {"simple reply with data to a read under structured replies", SimpleReply(1, 0), true},
+  };
+}
+
+TEST_P(NbdReplyParserRefusesTest, MalformedReply) {
+  BadReply bad = BadReplies()[GetParam()];
+  FakeTargets targets;
+  targets.Add(1, kCmdRead, 100, 8);
+  ReplyParser parser(bad.structured);
+  absl::Status status = parser.Feed(bad.bytes.data(), bad.bytes.size(), targets);
+  EXPECT_FALSE(status.ok()) << bad.name;
+  EXPECT_TRUE(targets.completed.empty()) << bad.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, NbdReplyParserRefusesTest,
+                         testing::Range(0, static_cast<int>(BadReplies().size())));
+
+}  // namespace
+}  // namespace blk::server::nbd

@@ -1,0 +1,224 @@
+// The NVMe data path without a device: the SQEs a request turns into, read back from a real
+// (SQE128 | CQE32) ring before submission, and how completions of split requests add up.
+#include "server/nvme/backend.h"
+
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/nvme/storage.h"
+#include "server/ublk/abi.h"
+
+namespace blk::server {
+namespace {
+
+constexpr int kFileIndex = 1;
+
+nvme::NamespaceTarget Target(uint32_t lba_shift = 9) {
+  nvme::NamespaceProfile profile;
+  profile.nsid = 1;
+  profile.format.size_blocks = (uint64_t{256} << 20) >> lba_shift;
+  profile.format.capacity_blocks = profile.format.size_blocks;
+  profile.format.lba_shift = lba_shift;
+  profile.format.lba_bytes = 1u << lba_shift;
+  profile.controller.max_transfer_bytes = 128 * 1024;
+  profile.controller.write_zeroes = true;
+  profile.controller.dataset_management = true;
+  profile.controller.volatile_write_cache = true;
+  absl::StatusOr<nvme::NamespaceTarget> target =
+      nvme::MakeNamespaceTarget(profile, 1 << 20, 64 << 20);
+  EXPECT_TRUE(target.ok()) << target.status();
+  return *target;
+}
+
+class NvmeBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<Ring>> ring = Ring::Create(64, /*big_entries=*/true);
+    ASSERT_TRUE(ring.ok()) << ring.status();
+    ring_ = std::move(*ring);
+    backend_ =
+        std::make_unique<NvmeBackend>(/*fd=*/-1, Target(), /*read_only=*/false, 4, 512 * 1024);
+    ASSERT_TRUE(backend_->Attach(*ring_, kFileIndex).ok());
+  }
+
+  // The SQEs queued since the last call, without submitting them.
+  std::vector<const io_uring_sqe*> Queued() {
+    io_uring* ring = ring_->get();
+    std::vector<const io_uring_sqe*> sqes;
+    for (unsigned i = seen_; i < ring->sq.sqe_tail; ++i) {
+      sqes.push_back(&ring->sq.sqes[(i & ring->sq.ring_mask) << 1]);
+    }
+    seen_ = ring->sq.sqe_tail;
+    return sqes;
+  }
+  static nvme::UringCmd CmdOf(const io_uring_sqe* sqe) {
+    nvme::UringCmd cmd;
+    std::memcpy(&cmd, reinterpret_cast<const unsigned char*>(sqe) + 48, sizeof(cmd));
+    return cmd;
+  }
+  static io_uring_cqe Cqe(int32_t res) {
+    io_uring_cqe cqe{};
+    cqe.res = res;
+    return cqe;
+  }
+
+  std::unique_ptr<Ring> ring_;
+  std::unique_ptr<NvmeBackend> backend_;
+  unsigned seen_ = 0;
+  std::vector<char> buffer_ = std::vector<char>(512 * 1024);
+};
+
+TEST_F(NvmeBackendTest, RingWithoutBigEntriesIsRefused) {
+  absl::StatusOr<std::unique_ptr<Ring>> small = Ring::Create(8);
+  ASSERT_TRUE(small.ok());
+  NvmeBackend backend(-1, Target(), false, 1, 4096);
+  EXPECT_FALSE(backend.Attach(**small, 0).ok());
+}
+
+TEST_F(NvmeBackendTest, WriteBeyondMdtsIsSplitAndCompletesOnceWithTheWholeLength) {
+  BlockIo io;
+  io.op = abi::kIoOpWrite;
+  io.flags = abi::kIoFFua;
+  io.offset = 8192;
+  io.length = 256 * 1024;
+  io.buffer = buffer_.data();
+  ASSERT_EQ(backend_->Submit(3, io), kInFlight);
+  std::vector<const io_uring_sqe*> sqes = Queued();
+  ASSERT_EQ(sqes.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(sqes[i]->opcode, IORING_OP_URING_CMD);
+    EXPECT_EQ(sqes[i]->fd, kFileIndex);
+    EXPECT_EQ(sqes[i]->flags & IOSQE_FIXED_FILE, IOSQE_FIXED_FILE);
+    EXPECT_EQ(sqes[i]->uring_cmd_flags, 0u);
+    EXPECT_EQ(TagOf(sqes[i]->user_data), 3);
+    const nvme::UringCmd cmd = CmdOf(sqes[i]);
+    EXPECT_EQ(cmd.opcode, nvme::kOpWrite);
+    // The volume starts 1 MiB (2048 LBAs) into the namespace.
+    EXPECT_EQ(cmd.cdw10, 2048u + 16 + 256 * i);
+    EXPECT_EQ(cmd.cdw12, nvme::kCdw12Fua | 255);
+    EXPECT_EQ(cmd.addr, reinterpret_cast<uintptr_t>(buffer_.data()) + 128 * 1024 * i);
+    EXPECT_EQ(cmd.data_len, 128u * 1024);
+  }
+  EXPECT_EQ(backend_->OnCompletion(3, Cqe(0)), kInFlight);
+  EXPECT_EQ(backend_->OnCompletion(3, Cqe(0)), 256 * 1024);
+}
+
+TEST_F(NvmeBackendTest, AFailedPieceFailsTheRequestOnlyAfterEveryPieceCompleted) {
+  BlockIo io;
+  io.op = abi::kIoOpRead;
+  io.length = 384 * 1024;
+  io.buffer = buffer_.data();
+  ASSERT_EQ(backend_->Submit(0, io), kInFlight);
+  ASSERT_EQ(Queued().size(), 3u);
+  // Unrecovered read error (SCT 2, SC 0x81).
+  EXPECT_EQ(backend_->OnCompletion(0, Cqe((2 << 8) | 0x81)), kInFlight);
+  EXPECT_EQ(backend_->OnCompletion(0, Cqe(0)), kInFlight);
+  EXPECT_EQ(backend_->OnCompletion(0, Cqe(0)), -ENODATA);
+}
+
+TEST_F(NvmeBackendTest, ZeroCopyAddressesTheRegisteredBufferFromItsStart) {
+  BlockIo io;
+  io.op = abi::kIoOpRead;
+  io.length = 256 * 1024;
+  io.buffer_index = 2;
+  ASSERT_EQ(backend_->Submit(2, io), kInFlight);
+  std::vector<const io_uring_sqe*> sqes = Queued();
+  ASSERT_EQ(sqes.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(sqes[i]->uring_cmd_flags, IORING_URING_CMD_FIXED);
+    EXPECT_EQ(sqes[i]->buf_index, 2);
+    EXPECT_EQ(CmdOf(sqes[i]).addr, 128u * 1024 * i);
+  }
+}
+
+TEST_F(NvmeBackendTest, CopyModeUsesTheRegisteredTagBufferAtItsAddress) {
+  BlockIo io;
+  io.op = abi::kIoOpWrite;
+  io.length = 256 * 1024;
+  io.buffer = buffer_.data();
+  io.buffer_index = 1;
+  ASSERT_EQ(backend_->Submit(1, io), kInFlight);
+  std::vector<const io_uring_sqe*> sqes = Queued();
+  ASSERT_EQ(sqes.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(sqes[i]->uring_cmd_flags, IORING_URING_CMD_FIXED);
+    EXPECT_EQ(sqes[i]->buf_index, 1);
+    EXPECT_EQ(CmdOf(sqes[i]).addr, reinterpret_cast<uintptr_t>(buffer_.data()) + 128 * 1024 * i);
+  }
+}
+
+TEST_F(NvmeBackendTest, DiscardIsOneDeallocateWithItsRangeInThePerTagState) {
+  BlockIo io;
+  io.op = abi::kIoOpDiscard;
+  io.offset = 1 << 20;
+  io.length = 1 << 20;
+  ASSERT_EQ(backend_->Submit(1, io), kInFlight);
+  std::vector<const io_uring_sqe*> sqes = Queued();
+  ASSERT_EQ(sqes.size(), 1u);
+  const nvme::UringCmd cmd = CmdOf(sqes[0]);
+  EXPECT_EQ(cmd.opcode, nvme::kOpDatasetManagement);
+  EXPECT_EQ(cmd.cdw11, nvme::kDsmAttrDeallocate);
+  EXPECT_EQ(sqes[0]->uring_cmd_flags, 0u);
+  ASSERT_EQ(cmd.data_len, sizeof(nvme::DsmRange));
+  nvme::DsmRange range;
+  std::memcpy(&range, reinterpret_cast<const void*>(cmd.addr), sizeof(range));
+  EXPECT_EQ(range.starting_lba, 2048u + 2048);
+  EXPECT_EQ(range.length_blocks, 2048u);
+  EXPECT_EQ(backend_->OnCompletion(1, Cqe(0)), 1 << 20);
+}
+
+TEST_F(NvmeBackendTest, MisalignedAndOutOfRangeRequestsFailWithEinvalAndQueueNothing) {
+  BlockIo io;
+  io.op = abi::kIoOpWrite;
+  io.buffer = buffer_.data();
+  io.offset = 512;  // fine for 512-byte LBAs ...
+  io.length = 4096;
+  ASSERT_EQ(backend_->Submit(0, io), kInFlight);
+  Queued();
+  backend_->OnCompletion(0, Cqe(0));
+  io.offset = 64 << 20;  // ... but the volume is 64 MiB
+  EXPECT_EQ(backend_->Submit(0, io), -EINVAL);
+  EXPECT_TRUE(Queued().empty());
+
+  NvmeBackend four_k(-1, Target(12), false, 1, 512 * 1024);
+  ASSERT_TRUE(four_k.Attach(*ring_, kFileIndex).ok());
+  io.offset = 512;
+  EXPECT_EQ(four_k.Submit(0, io), -EINVAL);
+  EXPECT_TRUE(Queued().empty());
+}
+
+TEST_F(NvmeBackendTest, ReadOnlyVolumeRefusesWritesDiscardsAndWriteZeroes) {
+  NvmeBackend read_only(-1, Target(), true, 1, 512 * 1024);
+  ASSERT_TRUE(read_only.Attach(*ring_, kFileIndex).ok());
+  BlockIo io;
+  io.length = 4096;
+  io.buffer = buffer_.data();
+  for (uint8_t op : {abi::kIoOpWrite, abi::kIoOpDiscard, abi::kIoOpWriteZeroes}) {
+    io.op = op;
+    EXPECT_EQ(read_only.Submit(0, io), -EROFS) << int{op};
+  }
+  EXPECT_TRUE(Queued().empty());
+}
+
+TEST(NvmeStorage, RefusesPathsThatAreNotAGenericCharDeviceNamingThePath) {
+  DeviceConfig config;
+  config.size_bytes = 1 << 20;
+  for (const char* path : {"/nonexistent/ng0n1", "/etc/hostname", "relative/ng0n1"}) {
+    absl::StatusOr<std::unique_ptr<NvmeStorage>> storage =
+        NvmeStorage::Open(NvmeBackendConfig{path, 0, nullptr}, config);
+    ASSERT_FALSE(storage.ok()) << path;
+    EXPECT_EQ(storage.status().code(), absl::StatusCode::kInvalidArgument) << path;
+    EXPECT_NE(storage.status().message().find(path), absl::string_view::npos)
+        << storage.status().message();
+  }
+  // A char device that is no NVMe namespace: the Identify path says so.
+  absl::StatusOr<std::unique_ptr<NvmeStorage>> null_dev =
+      NvmeStorage::Open(NvmeBackendConfig{"/dev/null", 0, nullptr}, config);
+  ASSERT_FALSE(null_dev.ok());
+  EXPECT_NE(null_dev.status().message().find("not an NVMe namespace"), absl::string_view::npos)
+      << null_dev.status().message();
+}
+
+}  // namespace
+}  // namespace blk::server

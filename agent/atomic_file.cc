@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -13,7 +12,7 @@ namespace blk::agent {
 namespace {
 
 absl::Status ErrnoError(absl::string_view what, const std::string& path) {
-  return absl::InternalError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
+  return absl::ErrnoToStatus(errno, absl::StrCat(what, " ", path));
 }
 
 absl::Status SyncDirectoryOf(const std::string& path) {

@@ -93,7 +93,7 @@ std::map<uint32_t, std::vector<CpuPairCount>> CompletionLocalityProbe::WatchAndR
     const std::set<uint32_t>& devices) {
   std::map<uint32_t, std::vector<CpuPairCount>> counts;
   if (bpf_ == nullptr) return counts;
-  std::lock_guard lock(mutex_);
+  absl::MutexLock lock(&mutex_);
   const int watched_fd = bpf_map__fd(bpf_->maps.watched_devices);
   std::set<uint32_t> leaving;
   for (uint32_t dev : watched_) {

@@ -3,11 +3,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/completion_locality.h"
 
 struct completion_locality_bpf;
@@ -37,20 +38,21 @@ class CompletionLocalityProbe {
   // Makes `devices` (kernel dev_t values, major << 20 | minor) the counted set:
   // a device that joins starts from zero, one that leaves has its counts dropped.
   // Returns the counts of every device in the set. Empty when unavailable.
-  std::map<uint32_t, std::vector<CpuPairCount>> WatchAndRead(const std::set<uint32_t>& devices);
+  std::map<uint32_t, std::vector<CpuPairCount>> WatchAndRead(const std::set<uint32_t>& devices)
+      ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
   CompletionLocalityProbe(completion_locality_bpf* bpf, std::string message)
       : bpf_(bpf), message_(std::move(message)) {}
-  void DropCounts(const std::set<uint32_t>& devices);
+  void DropCounts(const std::set<uint32_t>& devices) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Completions not counted because the count map was full.
   uint64_t Overflows() const;
 
   completion_locality_bpf* const bpf_;
   const std::string message_;
-  std::mutex mutex_;
-  std::set<uint32_t> watched_;       // guarded by mutex_
-  uint64_t reported_overflows_ = 0;  // guarded by mutex_
+  absl::Mutex mutex_;
+  std::set<uint32_t> watched_ ABSL_GUARDED_BY(mutex_);
+  uint64_t reported_overflows_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace blk::agent

@@ -124,11 +124,7 @@ int WaitForTerminationSignal(const sigset_t& signals) {
   return signal;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options options;
-  CLI::App app{"blkagent: ublk block devices for local and remote volumes"};
+void AddFlags(CLI::App& app, Options& options) {
   app.add_option("--socket", options.socket, "gRPC Unix socket")->capture_default_str();
   app.add_option("--state-dir", options.state_dir, "where volume specs are persisted")
       ->capture_default_str();
@@ -165,18 +161,76 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "off"}));
   app.set_version_flag("--version", blk::agent::kAgentVersion);
-  CLI11_PARSE(app, argc, argv);
-  spdlog::set_level(spdlog::level::from_str(options.log_level));
+}
 
-  // Block termination signals before any thread exists, so every thread
-  // inherits the mask and only sigwait below sees them.
+// Termination signals are blocked before any thread exists, so every thread inherits the mask
+// and only WaitForTerminationSignal sees them.
+sigset_t BlockTerminationSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
+  return signals;
+}
 
+// The BPF completion-locality probe and the metrics read from it.
+struct CompletionLocality {
+  explicit CompletionLocality(const Options& options)
+      : probe(StartCompletionLocality(options)),
+        status{probe->available(), probe->message()},
+        metrics(*probe, WatchedDevices(options)) {}
+
+  static std::vector<std::string> WatchedDevices(const Options& options) {
+    std::vector<std::string> devices;
+    for (const std::string& device : options.watch_block_devices) {
+      devices.push_back(*blk::agent::BlockDeviceName(device));
+    }
+    return devices;
+  }
+
+  std::unique_ptr<blk::agent::CompletionLocalityProbe> probe;
+  const blk::agent::BpfLocalityStatus status;
+  const blk::agent::CompletionLocalityMetrics metrics;
+};
+
+// Takes over what a previous agent left and starts retrying what it could not.
+void RestoreVolumes(blk::agent::VolumeTable& volumes) {
+  for (const std::string& problem : volumes.Restore()) spdlog::warn("restore: {}", problem);
+  volumes.StartRetrying();
+}
+
+// Serves gRPC until SIGTERM or SIGINT, then stops the server. False when it cannot listen.
+bool ServeUntilSignal(const Options& options, const sigset_t& signals,
+                      blk::agent::VolumeTable& volumes,
+                      const blk::agent::BpfLocalityStatus& bpf_locality) {
+  blk::agent::VolumeService service(volumes, bpf_locality);
+  std::unique_ptr<grpc::Server> server = StartGrpc(options, service);
+  if (!server) {
+    spdlog::critical("cannot listen on unix:{}", options.socket);
+    return false;
+  }
+  ::chmod(options.socket.c_str(), 0660);
+  spdlog::info("blkagent {} serving on unix:{}, state in {}", blk::agent::kAgentVersion,
+               options.socket, options.state_dir);
+  const int signal = WaitForTerminationSignal(signals);
+  spdlog::info("received {}, stopping", strsignal(signal));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  server->Wait();
+  return true;
+}
+
+// The devices are left for the next agent, or deleted with --on-exit delete.
+void ReleaseDevices(const Options& options, blk::agent::VolumeTable& volumes) {
+  if (options.on_exit == "delete") {
+    volumes.StopAll();
+  } else {
+    volumes.DetachAll();
+  }
+}
+
+int Run(const Options& options, const sigset_t& signals) {
   absl::StatusOr<blk::agent::StateDirLock> lock =
       blk::agent::StateDirLock::Acquire(options.state_dir);
   if (!lock.ok()) {
@@ -196,21 +250,11 @@ int main(int argc, char** argv) {
   blk::agent::UblkProvisioner provisioner(/*io_stats=*/options.metrics_address != "off",
                                           /*zero_copy=*/options.zero_copy == "auto");
   blk::agent::VolumeTable volumes(std::move(*registry), provisioner);
-  for (const std::string& problem : volumes.Restore()) spdlog::warn("restore: {}", problem);
-  volumes.StartRetrying();
+  RestoreVolumes(volumes);
 
-  std::unique_ptr<blk::agent::CompletionLocalityProbe> locality_probe =
-      StartCompletionLocality(options);
-  const blk::agent::BpfLocalityStatus bpf_locality{locality_probe->available(),
-                                                   locality_probe->message()};
-  std::vector<std::string> watched_devices;
-  for (const std::string& device : options.watch_block_devices) {
-    watched_devices.push_back(*blk::agent::BlockDeviceName(device));
-  }
-  const blk::agent::CompletionLocalityMetrics locality_metrics(*locality_probe,
-                                                               std::move(watched_devices));
+  const CompletionLocality locality(options);
   auto collector = std::make_shared<blk::agent::MetricsCollector>(
-      volumes, blk::agent::ReadNodeInfo(bpf_locality), &locality_metrics);
+      volumes, blk::agent::ReadNodeInfo(locality.status), &locality.metrics);
   std::unique_ptr<prometheus::Exposer> metrics;
   if (options.metrics_address != "off") {
     metrics = StartMetrics(options.metrics_address, collector);
@@ -219,28 +263,24 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-
-  blk::agent::VolumeService service(volumes, bpf_locality);
-  std::unique_ptr<grpc::Server> server = StartGrpc(options, service);
-  if (!server) {
-    spdlog::critical("cannot listen on unix:{}", options.socket);
+  if (!ServeUntilSignal(options, signals, volumes, locality.status)) {
     volumes.DetachAll();
     return 1;
   }
-  ::chmod(options.socket.c_str(), 0660);
-  spdlog::info("blkagent {} serving on unix:{}, state in {}", blk::agent::kAgentVersion,
-               options.socket, options.state_dir);
-
-  const int signal = WaitForTerminationSignal(signals);
-  spdlog::info("received {}, stopping", strsignal(signal));
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  server->Wait();
-  if (options.on_exit == "delete") {
-    volumes.StopAll();
-  } else {
-    volumes.DetachAll();
-  }
+  ReleaseDevices(options, volumes);
   ::unlink(options.socket.c_str());
   spdlog::info("stopped");
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  CLI::App app{"blkagent: ublk block devices for local and remote volumes"};
+  AddFlags(app, options);
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(options.log_level));
+  const sigset_t signals = BlockTerminationSignals();
+  return Run(options, signals);
 }

@@ -145,56 +145,57 @@ void AppendTuningFamilies(const std::vector<v1::Volume>& volumes,
   families.push_back(std::move(placement));
 }
 
-}  // namespace
-
-std::vector<MetricFamily> MetricsCollector::Collect() const {
-  std::vector<MetricFamily> families;
-
+// The agent's version, the kernel's ublk features and whether the BPF probe runs.
+void AppendNodeFamilies(const v1::GetNodeInfoResponse& node, std::vector<MetricFamily>& families) {
   MetricFamily build = Family("blk_agent_build_info", "The agent's version.", MetricType::Gauge);
   AddSample(build, {{"version", kAgentVersion}}, 1);
   families.push_back(std::move(build));
 
-  MetricFamily node =
+  MetricFamily ublk =
       Family("blk_node_ublk_info",
              "The kernel and the ublk features it offers (GET_FEATURES bits).", MetricType::Gauge);
-  AddSample(node,
-            {{"kernel_release", node_.kernel_release()},
-             {"ublk_available", node_.ublk_available() ? "true" : "false"},
-             {"ublk_features", absl::StrFormat("0x%x", node_.ublk_features())},
-             {"ublk_feature_names", absl::StrJoin(node_.ublk_feature_names(), ",")}},
+  AddSample(ublk,
+            {{"kernel_release", node.kernel_release()},
+             {"ublk_available", node.ublk_available() ? "true" : "false"},
+             {"ublk_features", absl::StrFormat("0x%x", node.ublk_features())},
+             {"ublk_feature_names", absl::StrJoin(node.ublk_feature_names(), ",")}},
             1);
-  families.push_back(std::move(node));
+  families.push_back(std::move(ublk));
 
   MetricFamily bpf =
       Family("blk_node_bpf_locality_available",
              "1 when the BPF probe behind blk_block_completions_total runs.", MetricType::Gauge);
-  AddSample(bpf, {}, node_.bpf_locality_available() ? 1 : 0);
+  AddSample(bpf, {}, node.bpf_locality_available() ? 1 : 0);
   families.push_back(std::move(bpf));
+}
 
-  const std::vector<v1::Volume> volumes = volumes_.List();
-  // Every state has a series, also at 0, so rate() and alerts see no gaps.
+// How many volumes are in each state; every state has a series, also at 0, so rate() and alerts
+// see no gaps.
+void AppendStateCounts(const std::vector<v1::Volume>& volumes,
+                       std::vector<MetricFamily>& families) {
   std::map<std::string, int> by_state;
   for (int state = v1::VolumeState_MIN; state <= v1::VolumeState_MAX; ++state) {
     if (v1::VolumeState_IsValid(state)) {
       by_state[v1::VolumeStateName(static_cast<v1::VolumeState>(state))] = 0;
     }
   }
+  for (const v1::Volume& volume : volumes) ++by_state[v1::VolumeStateName(volume.status().state())];
+  MetricFamily count =
+      Family("blk_volumes", "Volumes this agent owns, by state.", MetricType::Gauge);
+  for (const auto& [state, n] : by_state) AddSample(count, {{"state", state}}, n);
+  families.push_back(std::move(count));
+}
+
+// Each volume's identity and geometry.
+void AppendVolumeFamilies(const std::vector<v1::Volume>& volumes,
+                          std::vector<MetricFamily>& families) {
   MetricFamily info = Family("blk_volume_info", "One series per volume: its backend and device.",
                              MetricType::Gauge);
   MetricFamily size = Family("blk_volume_size_bytes", "The volume's size.", MetricType::Gauge);
   MetricFamily queues = Family("blk_volume_queues", "The volume's ublk queues.", MetricType::Gauge);
   MetricFamily depth =
       Family("blk_volume_queue_depth", "Outstanding requests per queue.", MetricType::Gauge);
-  MetricFamily reconnects = Family(
-      "blk_volume_backend_reconnects_total",
-      "Times the volume's backend re-established its connection (NBD).", MetricType::Counter);
-  MetricFamily errors =
-      Family("blk_volume_backend_errors_total",
-             "Backend faults (NBD): requests the server failed (server), connections dropped for a "
-             "malformed reply (protocol), requests failed after io_timeout (timeout).",
-             MetricType::Counter);
   for (const v1::Volume& volume : volumes) {
-    ++by_state[v1::VolumeStateName(volume.status().state())];
     AddSample(info,
               {{"volume", volume.id()},
                {"backend", BackendLabel(volume)},
@@ -204,37 +205,57 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
     AddSample(size, {{"volume", volume.id()}}, static_cast<double>(volume.size_bytes()));
     AddSample(queues, {{"volume", volume.id()}}, volume.queues());
     AddSample(depth, {{"volume", volume.id()}}, volume.queue_depth());
-    if (volume.has_nbd()) {
-      AddSample(reconnects, {{"volume", volume.id()}},
-                static_cast<double>(volume.status().reconnects()));
-      const v1::VolumeStatus& status = volume.status();
-      for (const auto& [kind, n] : {std::pair{"server", status.server_errors()},
-                                    std::pair{"protocol", status.protocol_errors()},
-                                    std::pair{"timeout", status.io_timeouts()}}) {
-        AddSample(errors, {{"volume", volume.id()}, {"kind", kind}}, static_cast<double>(n));
-      }
+  }
+  for (MetricFamily* family : {&info, &size, &queues, &depth}) {
+    families.push_back(std::move(*family));
+  }
+}
+
+// What went wrong with each NBD volume's backend.
+void AppendBackendFaultFamilies(const std::vector<v1::Volume>& volumes,
+                                std::vector<MetricFamily>& families) {
+  MetricFamily reconnects = Family(
+      "blk_volume_backend_reconnects_total",
+      "Times the volume's backend re-established its connection (NBD).", MetricType::Counter);
+  MetricFamily errors =
+      Family("blk_volume_backend_errors_total",
+             "Backend faults (NBD): requests the server failed (server), connections dropped for a "
+             "malformed reply (protocol), requests failed after io_timeout (timeout).",
+             MetricType::Counter);
+  for (const v1::Volume& volume : volumes) {
+    if (!volume.has_nbd()) continue;
+    const v1::VolumeStatus& status = volume.status();
+    AddSample(reconnects, {{"volume", volume.id()}}, static_cast<double>(status.reconnects()));
+    for (const auto& [kind, n] : {std::pair{"server", status.server_errors()},
+                                  std::pair{"protocol", status.protocol_errors()},
+                                  std::pair{"timeout", status.io_timeouts()}}) {
+      AddSample(errors, {{"volume", volume.id()}, {"kind", kind}}, static_cast<double>(n));
     }
   }
-  MetricFamily count =
-      Family("blk_volumes", "Volumes this agent owns, by state.", MetricType::Gauge);
-  for (const auto& [state, n] : by_state) AddSample(count, {{"state", state}}, n);
-  families.push_back(std::move(count));
-  families.push_back(std::move(info));
-  families.push_back(std::move(size));
-  families.push_back(std::move(queues));
-  families.push_back(std::move(depth));
   families.push_back(std::move(reconnects));
   families.push_back(std::move(errors));
+}
 
-  AppendTuningFamilies(volumes, families);
-
+void AppendUnknownDevices(size_t unknown_devices, std::vector<MetricFamily>& families) {
   MetricFamily unknown =
       Family("blk_unknown_ublk_devices",
              "ublk devices on this node that no volume of this agent claims (left alone).",
              MetricType::Gauge);
-  AddSample(unknown, {}, static_cast<double>(volumes_.UnknownKernelDevices().size()));
+  AddSample(unknown, {}, static_cast<double>(unknown_devices));
   families.push_back(std::move(unknown));
+}
 
+}  // namespace
+
+std::vector<MetricFamily> MetricsCollector::Collect() const {
+  std::vector<MetricFamily> families;
+  AppendNodeFamilies(node_, families);
+  const std::vector<v1::Volume> volumes = volumes_.List();
+  AppendStateCounts(volumes, families);
+  AppendVolumeFamilies(volumes, families);
+  AppendBackendFaultFamilies(volumes, families);
+  AppendTuningFamilies(volumes, families);
+  AppendUnknownDevices(volumes_.UnknownKernelDevices().size(), families);
   AddIoStats(volumes_.AllStats(), families);
   if (completion_locality_ != nullptr) families.push_back(completion_locality_->Collect(volumes));
   return families;

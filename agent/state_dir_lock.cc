@@ -5,9 +5,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <filesystem>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 namespace blk::agent {
@@ -22,7 +22,7 @@ absl::StatusOr<StateDirLock> StateDirLock::Acquire(const std::string& state_dir)
   const std::string path = absl::StrCat(state_dir, "/lock");
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) {
-    return absl::FailedPreconditionError(absl::StrCat("open ", path, ": ", std::strerror(errno)));
+    return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
   }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int saved = errno;
@@ -31,7 +31,7 @@ absl::StatusOr<StateDirLock> StateDirLock::Acquire(const std::string& state_dir)
       return absl::FailedPreconditionError(
           absl::StrCat("another blkagent is already running with state directory ", state_dir));
     }
-    return absl::FailedPreconditionError(absl::StrCat("lock ", path, ": ", std::strerror(saved)));
+    return absl::ErrnoToStatus(saved, absl::StrCat("lock ", path));
   }
   return StateDirLock(fd);
 }

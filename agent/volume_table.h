@@ -1,20 +1,23 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
-#include <map>
+#include <list>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "agent/nbd_export_size.h"
-#include "agent/nvme_volume.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/busy_claim.h"
+#include "agent/degraded_retrier.h"
+#include "agent/device_reconciler.h"
+#include "agent/spec_resolver.h"
 #include "agent/volume_device.h"
+#include "agent/volume_entry.h"
 #include "agent/volume_registry.h"
 #include "blk/v1/volume.pb.h"
 #include "google/protobuf/field_mask.pb.h"
@@ -25,6 +28,10 @@ namespace blk::agent {
 // Semantics follow CSI: Create is idempotent on the id, Delete of an unknown id
 // is OK, a second call while one is in flight on the same id is ABORTED, and a
 // rejected request changes nothing.
+//
+// The table's mutex guards the map only: a device is brought up, stopped or detached with the
+// volume claimed (BusyClaim) and the mutex free, so a slow device (an NBD dial) blocks no other
+// call.
 class VolumeTable {
  public:
   // `probe` learns the size of an NBD export for a volume created without one; `nvme_probe`
@@ -68,6 +75,8 @@ class VolumeTable {
   // The statistics of every volume that has them, ordered by id (for /metrics).
   std::vector<v1::VolumeStats> AllStats() const;
 
+  // Both end the retry thread first and wait for operations in flight, so every device is
+  // handled once and none comes up after.
   // Stops and deletes every device, keeping the persisted specs
   // (`blkagent --on-exit delete`).
   void StopAll();
@@ -76,48 +85,40 @@ class VolumeTable {
   void DetachAll();
 
  private:
-  using Clock = std::chrono::steady_clock;
-  struct Entry {
-    v1::Volume volume;  // normalized spec plus status
-    std::unique_ptr<VolumeDevice> device;
-    int device_id = -1;  // the kernel id in the record
-    bool busy = false;   // a Create, Delete or retry is in flight
-    std::chrono::milliseconds backoff{0};
-    Clock::time_point next_retry{};
-  };
+  using ClaimedDevices = std::vector<std::pair<std::string, std::unique_ptr<VolumeDevice>>>;
 
-  // The entry's volume with counters and rq_affinity read from its device now.
-  static v1::Volume WithLiveCounters(const Entry& entry);
-
-  // Brings up the device of an entry marked busy, reconciling with the kernel
-  // unless the volume is `fresh` (just created), and records the outcome
-  // (failure: DEGRADED when `degrade`, else FAILED).
+  // Brings up the device of a claimed volume, reconciling with the kernel unless the volume is
+  // `fresh` (just created), and records the outcome: live; or DEGRADED and scheduled for a retry
+  // when `degrade`; else the volume is forgotten (a create leaves nothing behind).
   absl::StatusOr<v1::Volume> BringUp(const v1::Volume& spec, int device_id, bool degrade,
-                                     bool fresh = false);
-  absl::StatusOr<std::unique_ptr<VolumeDevice>> Reconcile(const v1::Volume& spec, int& device_id,
-                                                          bool fresh);
-  absl::Status CheckNoConflictLocked(const v1::Volume& spec) const;
-  // Fills in the size of an NBD spec that has none: the existing volume's when the id is known,
-  // else the export's.
-  absl::Status ResolveNbdSize(v1::Volume& spec);
-  // Fills in an nvme spec's size and block size: the existing volume's when the id is known, else
-  // from the namespace, which is also checked to hold the volume.
-  absl::Status ResolveNvme(v1::Volume& spec);
-  std::set<int> ClaimedIdsLocked() const;
-  void RetryLoop();
+                                     bool fresh, BusyClaim& claim) ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::StatusOr<v1::Volume> RecordLiveLocked(const v1::Volume& spec,
+                                              std::unique_ptr<VolumeDevice> device)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  absl::Status RecordFailureLocked(const std::string& id, const absl::Status& failure, bool degrade)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Chooses a free kernel id for the volume in place of `taken_id` and records it.
+  absl::StatusOr<int> ChooseFreeDeviceId(const v1::Volume& spec, int taken_id)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  DegradedRetrier::Attempt RetryDegraded(const std::string& id) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Deletes a device a previous agent left for a volume nothing serves, or stops `device`.
+  absl::Status StopOrRemoveDevice(VolumeDevice* device, int device_id, bool force);
+  // Waits until no operation is in flight, then claims every volume with a device and takes the
+  // device out of it (for shutdown).
+  ClaimedDevices ClaimAllDevices(std::list<BusyClaim>& claims) ABSL_LOCKS_EXCLUDED(mutex_);
+  void ReleaseAll(std::list<BusyClaim>& claims, const ClaimedDevices& devices,
+                  absl::string_view message) ABSL_LOCKS_EXCLUDED(mutex_);
+  std::set<int> ClaimedIdsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  bool NoneBusyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   VolumeRegistry registry_;
   DeviceProvisioner& provisioner_;
-  NbdSizeProbe probe_;
-  NvmeNamespaceProbe nvme_probe_;
-  mutable std::mutex mutex_;
-  std::map<std::string, Entry> entries_;
-
-  std::condition_variable retry_wake_;
-  bool retry_stop_ = false;
-  std::chrono::milliseconds initial_backoff_{1000};
-  std::chrono::milliseconds max_backoff_{60000};
-  std::thread retry_thread_;
+  const SpecResolver resolver_;
+  DeviceReconciler reconciler_;
+  mutable absl::Mutex mutex_;
+  VolumeEntries entries_ ABSL_GUARDED_BY(mutex_);
+  // Last: its thread calls into the table, so it ends before the rest is destroyed.
+  DegradedRetrier retrier_;
 };
 
 }  // namespace blk::agent

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/nbd/uri.h"
 #include "server/ublk/cpu_list.h"
 #include "server/ublk/placement.h"
@@ -170,6 +171,39 @@ absl::Status ValidateVolumeSpec(const v1::Volume& spec) {
       break;
   }
   return Invalid("backend", "is required (one of: null, file, nbd, nvme)");
+}
+
+namespace {
+
+// The fields UpdateVolume may change.
+constexpr const char* kUpdatable[] = {"rq_affinity"};
+
+}  // namespace
+
+absl::Status ValidateVolumeUpdate(const v1::Volume& changes,
+                                  const google::protobuf::FieldMask& mask) {
+  if (!IsValidVolumeId(changes.id())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("volume.id: '", changes.id(), "' is not a valid volume id"));
+  }
+  if (mask.paths_size() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "update_mask: names no field (updatable: ", absl::StrJoin(kUpdatable, ", "), ")"));
+  }
+  for (const std::string& path : mask.paths()) {
+    if (std::find_if(std::begin(kUpdatable), std::end(kUpdatable), [&](const char* updatable) {
+          return path == updatable;
+        }) == std::end(kUpdatable)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("update_mask: '", path,
+                       "' cannot be updated (updatable: ", absl::StrJoin(kUpdatable, ", "), ")"));
+    }
+  }
+  if (!changes.has_rq_affinity()) {
+    return absl::InvalidArgumentError(
+        "volume.rq_affinity: must be set (0, 1 or 2) when update_mask names it");
+  }
+  return ValidateRqAffinity(changes);
 }
 
 }  // namespace blk::agent

@@ -2,6 +2,7 @@
 
 #include "absl/status/status.h"
 #include "blk/v1/volume.pb.h"
+#include "google/protobuf/field_mask.pb.h"
 
 namespace blk::agent {
 
@@ -28,6 +29,11 @@ absl::Status ValidateVolumeSpec(const v1::Volume& spec);
 // volume.rq_affinity, when set, is 0, 1 or 2 (part of ValidateVolumeSpec; also
 // for UpdateVolume).
 absl::Status ValidateRqAffinity(const v1::Volume& spec);
+
+// An UpdateVolume request: a valid id, a mask naming only updatable fields (rq_affinity
+// today), and valid values for them. INVALID_ARGUMENT naming the field otherwise.
+absl::Status ValidateVolumeUpdate(const v1::Volume& changes,
+                                  const google::protobuf::FieldMask& mask);
 
 // A DNS label: 1-63 of [a-z0-9-], starting and ending with a letter or digit.
 bool IsValidVolumeId(std::string_view id);

@@ -25,6 +25,9 @@ struct FakeDeviceState {
   int rq_affinity_writes = 0;
   absl::Status rq_affinity_error;  // what writing it fails with
   bool redirected = false;
+  // When valid, Stop and Detach announce themselves on `slow_entered` and wait for `slow_gate`.
+  std::shared_future<void> slow_gate;
+  std::promise<void> slow_entered;
 };
 
 class FakeProvisioner;
@@ -49,6 +52,12 @@ class FakeDevice final : public VolumeDevice {
   void Detach() override;
 
  private:
+  void WaitAtGate() {
+    if (!state_->slow_gate.valid()) return;
+    state_->slow_entered.set_value();
+    state_->slow_gate.wait();
+  }
+
   int id_;
   std::shared_ptr<FakeDeviceState> state_;
   FakeProvisioner& provisioner_;
@@ -75,6 +84,10 @@ class FakeProvisioner final : public DeviceProvisioner {
   }
   absl::StatusOr<std::unique_ptr<VolumeDevice>> Recover(const v1::Volume& spec,
                                                         int device_id) override {
+    if (gate.valid()) {
+      entered.set_value();
+      gate.wait();
+    }
     std::lock_guard lock(mutex);
     ++recovered;
     if (!fail_with.ok()) return fail_with;
@@ -133,6 +146,7 @@ class FakeProvisioner final : public DeviceProvisioner {
 };
 
 absl::Status FakeDevice::Stop(bool force) {
+  WaitAtGate();
   if (state_->open && !force) return absl::FailedPreconditionError("device is open by fio");
   state_->stopped = true;
   std::lock_guard lock(provisioner_.mutex);
@@ -141,6 +155,7 @@ absl::Status FakeDevice::Stop(bool force) {
 }
 
 void FakeDevice::Detach() {
+  WaitAtGate();
   std::lock_guard lock(provisioner_.mutex);
   provisioner_.kernel[id_] = KernelDeviceState::kQuiesced;
 }
@@ -483,6 +498,91 @@ TEST_F(VolumeTableTest, ASecondCallWhileOneIsInFlightIsAborted) {
   release.set_value();
   creator.join();
   EXPECT_EQ(Table().Get("v1")->status().state(), v1::VOLUME_STATE_LIVE);
+}
+
+// A slow device operation (an NBD dial, a stop waiting for the kernel) holds only its own
+// volume: calls about other volumes, and reads of the same one, answer meanwhile. Without that,
+// these calls would wait for the gate, which the test opens only after they answered.
+TEST_F(VolumeTableTest, GetAndListAnswerWhileADeviceIsStoppedOrDetached) {
+  for (const bool detach : {false, true}) {
+    SCOPED_TRACE(detach ? "DetachAll" : "StopAll");
+    table_.reset();
+    provisioner_.kernel.clear();
+    ASSERT_TRUE(Table().Create(NullVolume("a")).ok());
+    ASSERT_TRUE(Table().Create(NullVolume("b")).ok());
+    FakeDeviceState& a = *provisioner_.devices.at("a");
+    std::promise<void> release;
+    a.slow_gate = release.get_future().share();
+    std::future<void> entered = a.slow_entered.get_future();
+    std::thread stopper([&] { detach ? Table().DetachAll() : Table().StopAll(); });
+    entered.wait();
+
+    // Bounded only so that a table holding its lock fails the test instead of hanging it.
+    auto reads = std::async(std::launch::async, [&] {
+      EXPECT_EQ(Table().Get("b")->status().state(), v1::VOLUME_STATE_LIVE);
+      EXPECT_TRUE(Table().Get("a").ok());
+      EXPECT_THAT(Table().List(), SizeIs(2));
+      EXPECT_EQ(Table().Delete("a", true).code(), absl::StatusCode::kAborted);
+    });
+    EXPECT_EQ(reads.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    release.set_value();
+    stopper.join();
+    reads.wait();
+    for (const char* id : {"a", "b"}) {
+      EXPECT_EQ(Table().Get(id)->status().state(), v1::VOLUME_STATE_UNSPECIFIED) << id;
+    }
+    EXPECT_EQ(provisioner_.devices.at("b")->stopped, !detach);
+    EXPECT_EQ(a.stopped, !detach);
+  }
+}
+
+TEST_F(VolumeTableTest, AVolumeBeingCreatedStaysReadableAndOthersCanBeCreated) {
+  std::promise<void> release;
+  provisioner_.gate = release.get_future().share();
+  std::future<void> entered = provisioner_.entered.get_future();
+  std::thread creator([&] { EXPECT_TRUE(Table().Create(NullVolume("a")).ok()); });
+  entered.wait();
+  provisioner_.gate = {};
+  auto others = std::async(std::launch::async, [&] {
+    EXPECT_TRUE(Table().Create(NullVolume("b")).ok());
+    EXPECT_THAT(Table().List(), SizeIs(2));
+  });
+  EXPECT_EQ(others.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  release.set_value();
+  creator.join();
+  others.wait();
+  EXPECT_EQ(Table().Get("a")->status().state(), v1::VOLUME_STATE_LIVE);
+}
+
+// issue 13, item 3: a retry in flight during shutdown must not bring a device up after it.
+TEST_F(VolumeTableTest, DetachAllWaitsForARetryInFlightAndDetachesWhatItBroughtUp) {
+  ASSERT_TRUE(Table().Create(NullVolume("a")).ok());
+  provisioner_.SetFailure(absl::UnavailableError("backend gone"));
+  KillAndRestart();
+  ASSERT_EQ(Table().Get("a")->status().state(), v1::VOLUME_STATE_DEGRADED);
+  provisioner_.SetFailure(absl::OkStatus());
+  std::promise<void> release;
+  provisioner_.gate = release.get_future().share();
+  std::future<void> entered = provisioner_.entered.get_future();
+  Table().StartRetrying(std::chrono::milliseconds(1), std::chrono::milliseconds(5));
+  entered.wait();  // the retry thread is recovering the device
+
+  std::promise<void> detaching;
+  std::thread stopper([&] {
+    detaching.set_value();
+    Table().DetachAll();
+  });
+  detaching.get_future().wait();
+  release.set_value();
+  stopper.join();
+
+  // The device the retry recovered was detached, not left serving after the agent's exit.
+  EXPECT_EQ(provisioner_.kernel.at(0), KernelDeviceState::kQuiesced);
+  EXPECT_FALSE(provisioner_.devices.at("a")->stopped);
+  EXPECT_EQ(Table().Get("a")->status().state(), v1::VOLUME_STATE_UNSPECIFIED);
+  const int recovered = provisioner_.recovered;
+  table_.reset();
+  EXPECT_EQ(provisioner_.recovered, recovered);
 }
 
 TEST_F(VolumeTableTest, ARestartedTableBringsBackEveryPersistedVolume) {

@@ -1,0 +1,15 @@
+// Two volumes must not share their backing store: one file, or overlapping bytes of one NVMe
+// namespace.
+#pragma once
+
+#include "absl/status/status.h"
+#include "agent/volume_entry.h"
+#include "blk/v1/volume.pb.h"
+
+namespace blk::agent {
+
+// FAILED_PRECONDITION naming the field and the volume `spec` would share its backing with among
+// `volumes`; OK when it shares none (null and NBD volumes never conflict).
+absl::Status CheckBackingIsFree(const v1::Volume& spec, const VolumeEntries& volumes);
+
+}  // namespace blk::agent

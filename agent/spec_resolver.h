@@ -1,0 +1,34 @@
+// What a CreateVolume request may leave out and only the backend can tell: an NBD export's size,
+// an NVMe namespace's size and block size.
+#pragma once
+
+#include "absl/status/status.h"
+#include "agent/nbd_export_size.h"
+#include "agent/nvme_volume.h"
+#include "blk/v1/volume.pb.h"
+
+namespace blk::agent {
+
+class SpecResolver {
+ public:
+  // `nbd_probe` learns the size of an NBD export; `nvme_probe` identifies an NVMe namespace.
+  explicit SpecResolver(NbdSizeProbe nbd_probe = RealNbdSizeProbe(),
+                        NvmeNamespaceProbe nvme_probe = RealNvmeNamespaceProbe());
+
+  // Fills in a normalized, validated spec: an NBD spec without a size gets the export's, an nvme
+  // spec its size and block size from the namespace (which is also checked to hold the volume).
+  // When `existing` (the volume already under that id) is given, its values are taken instead and
+  // nothing is probed: a repeated request gets the existing volume whatever it resolved to, and
+  // any other difference is still reported by the caller's comparison. Probes block (a handshake,
+  // a device command): call without locks held.
+  absl::Status Resolve(v1::Volume& spec, const v1::Volume* existing) const;
+
+ private:
+  absl::Status ResolveNbdSize(v1::Volume& spec, const v1::Volume* existing) const;
+  absl::Status ResolveNvme(v1::Volume& spec, const v1::Volume* existing) const;
+
+  NbdSizeProbe nbd_probe_;
+  NvmeNamespaceProbe nvme_probe_;
+};
+
+}  // namespace blk::agent

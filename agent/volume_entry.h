@@ -1,0 +1,34 @@
+// One volume as the volume table holds it: its spec and status, the device serving it, and
+// whether an operation on it is in flight.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "agent/volume_device.h"
+#include "blk/v1/volume.pb.h"
+
+namespace blk::agent {
+
+struct VolumeEntry {
+  v1::Volume volume;  // normalized spec plus status
+  std::unique_ptr<VolumeDevice> device;
+  int device_id = -1;  // the kernel id in the record
+  bool busy = false;   // a Create, Delete, Update, retry or shutdown is in flight (see BusyClaim)
+};
+
+// By volume id.
+using VolumeEntries = std::map<std::string, VolumeEntry>;
+
+// The spec alone, without the status.
+v1::Volume SpecOf(const v1::Volume& volume);
+
+// Sets the volume's state and message; a state without a device clears the device fields.
+void SetVolumeState(v1::Volume& volume, v1::VolumeState state, absl::string_view message = {});
+
+// The entry's volume with counters and rq_affinity read from its device now.
+v1::Volume WithLiveCounters(const VolumeEntry& entry);
+
+}  // namespace blk::agent

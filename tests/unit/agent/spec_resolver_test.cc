@@ -1,0 +1,96 @@
+#include "agent/spec_resolver.h"
+
+#include <string>
+#include <vector>
+
+#include "agent/volume_validation.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace blk::agent {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+class SpecResolverTest : public ::testing::Test {
+ protected:
+  SpecResolver Resolver() {
+    return SpecResolver(
+        [this](const std::string& uri) -> absl::StatusOr<uint64_t> {
+          probed_.push_back(uri);
+          return export_size_;
+        },
+        [this](const std::string& path) -> absl::StatusOr<server::NvmeNamespaceInfo> {
+          probed_.push_back(path);
+          return server::NvmeNamespaceInfo{uint64_t{1} << 30, 4096, true};
+        });
+  }
+  static v1::Volume Nbd(uint64_t size = 0) {
+    v1::Volume volume;
+    volume.set_id("r1");
+    volume.set_size_bytes(size);
+    volume.mutable_nbd()->set_uri("nbd://127.0.0.1:10809/exp");
+    return NormalizeVolumeSpec(volume);
+  }
+  static v1::Volume Nvme(uint64_t offset) {
+    v1::Volume volume;
+    volume.set_id("n1");
+    volume.mutable_nvme()->set_path("/dev/ng0n1");
+    volume.mutable_nvme()->set_offset_bytes(offset);
+    return NormalizeVolumeSpec(volume);
+  }
+
+  uint64_t export_size_ = uint64_t{256} << 20;
+  std::vector<std::string> probed_;
+};
+
+TEST_F(SpecResolverTest, AnNbdSpecWithoutASizeTakesTheExports) {
+  v1::Volume spec = Nbd();
+  ASSERT_TRUE(Resolver().Resolve(spec, nullptr).ok());
+  EXPECT_EQ(spec.size_bytes(), uint64_t{256} << 20);
+  EXPECT_THAT(probed_, ElementsAre("nbd://127.0.0.1:10809/exp"));
+}
+
+TEST_F(SpecResolverTest, AnNbdSpecWithASizeIsNotProbed) {
+  v1::Volume spec = Nbd(64 << 20);
+  ASSERT_TRUE(Resolver().Resolve(spec, nullptr).ok());
+  EXPECT_EQ(spec.size_bytes(), uint64_t{64} << 20);
+  EXPECT_THAT(probed_, IsEmpty());
+}
+
+TEST_F(SpecResolverTest, AnExistingVolumeLendsItsValuesWithoutAProbe) {
+  v1::Volume existing = Nbd(128 << 20);
+  v1::Volume spec = Nbd();
+  ASSERT_TRUE(Resolver().Resolve(spec, &existing).ok());
+  EXPECT_EQ(spec.size_bytes(), uint64_t{128} << 20);
+
+  v1::Volume nvme_existing = Nvme(0);
+  nvme_existing.set_size_bytes(1 << 20);
+  nvme_existing.set_logical_block_size(4096);
+  v1::Volume nvme = Nvme(0);
+  ASSERT_TRUE(Resolver().Resolve(nvme, &nvme_existing).ok());
+  EXPECT_EQ(nvme.size_bytes(), uint64_t{1} << 20);
+  EXPECT_EQ(nvme.logical_block_size(), 4096u);
+  EXPECT_THAT(probed_, IsEmpty());
+}
+
+TEST_F(SpecResolverTest, AnNvmeSpecTakesTheNamespacesBlockSizeAndTheRestOfItsBytes) {
+  v1::Volume spec = Nvme(256 << 20);
+  ASSERT_TRUE(Resolver().Resolve(spec, nullptr).ok());
+  EXPECT_EQ(spec.logical_block_size(), 4096u);
+  EXPECT_EQ(spec.size_bytes(), uint64_t{768} << 20);
+  EXPECT_THAT(probed_, ElementsAre("/dev/ng0n1"));
+}
+
+TEST_F(SpecResolverTest, AResolvedSpecIsValidatedAgain) {
+  export_size_ = 511;  // smaller than one block
+  v1::Volume spec = Nbd();
+  absl::Status resolved = Resolver().Resolve(spec, nullptr);
+  EXPECT_EQ(resolved.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(resolved.message()), HasSubstr("nbd://127.0.0.1:10809/exp"));
+}
+
+}  // namespace
+}  // namespace blk::agent

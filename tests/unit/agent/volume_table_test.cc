@@ -2,6 +2,7 @@
 
 #include <future>
 #include <thread>
+#include <utility>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -67,10 +68,7 @@ class FakeProvisioner final : public DeviceProvisioner {
  public:
   absl::StatusOr<std::unique_ptr<VolumeDevice>> Provision(const v1::Volume& spec,
                                                           int device_id) override {
-    if (gate.valid()) {
-      entered.set_value();
-      gate.wait();
-    }
+    WaitAtGate();
     std::lock_guard lock(mutex);
     ++calls;
     if (!fail_with.ok()) return fail_with;
@@ -84,10 +82,7 @@ class FakeProvisioner final : public DeviceProvisioner {
   }
   absl::StatusOr<std::unique_ptr<VolumeDevice>> Recover(const v1::Volume& spec,
                                                         int device_id) override {
-    if (gate.valid()) {
-      entered.set_value();
-      gate.wait();
-    }
+    WaitAtGate();
     std::lock_guard lock(mutex);
     ++recovered;
     if (!fail_with.ok()) return fail_with;
@@ -112,6 +107,13 @@ class FakeProvisioner final : public DeviceProvisioner {
     kernel.erase(device_id);
     deleted.push_back(device_id);
     return absl::OkStatus();
+  }
+  // The first call after `gate` is set announces itself on `entered` and waits for the gate.
+  void WaitAtGate() {
+    if (!gate.valid()) return;
+    std::shared_future<void> mine = std::exchange(gate, {});
+    entered.set_value();
+    mine.wait();
   }
   void SetFailure(absl::Status status) {
     std::lock_guard lock(mutex);
@@ -542,7 +544,6 @@ TEST_F(VolumeTableTest, AVolumeBeingCreatedStaysReadableAndOthersCanBeCreated) {
   std::future<void> entered = provisioner_.entered.get_future();
   std::thread creator([&] { EXPECT_TRUE(Table().Create(NullVolume("a")).ok()); });
   entered.wait();
-  provisioner_.gate = {};
   auto others = std::async(std::launch::async, [&] {
     EXPECT_TRUE(Table().Create(NullVolume("b")).ok());
     EXPECT_THAT(Table().List(), SizeIs(2));

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "CLI/CLI.hpp"
@@ -96,167 +97,220 @@ absl::StatusOr<absl::Duration> ParsePositiveDuration(absl::string_view text,
   return duration;
 }
 
-int RunBlkctl(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
-  CLI::App app("blkctl: manage the ublk block devices of a blkagent node", "blkctl");
+namespace {
+
+// Performs the chosen command's RPC and returns what to print on stdout.
+using Command = std::function<absl::StatusOr<std::string>(VolumeClient&)>;
+
+// What the command line asks for: CLI11 fills it in while it parses, a command's callback sets
+// `command`.
+struct Invocation {
+  std::string socket = kDefaultSocket;
+  std::string timeout_text = "60s";
+  std::string format_text = "table";
+  Command command;  // empty: no command was given
+
+  OutputFormat format() const {
+    return format_text == "json" ? OutputFormat::kJson : OutputFormat::kTable;
+  }
+};
+
+void AddGlobalOptions(CLI::App& app, Invocation& invocation) {
   app.failure_message(UsageFailure);
-  // At most one command; its absence is reported below, after CLI11 has had
-  // the chance to name a misspelt one as unexpected.
+  // At most one command; its absence is reported by Dispatch, after CLI11 has had the chance to
+  // name a misspelt one as unexpected.
   app.require_subcommand(0, 1);
   // Lets global options such as --socket also follow the command name.
   app.fallthrough();
-
-  std::string socket = kDefaultSocket;
-  std::string timeout_text = "60s";
-  app.add_option("--socket", socket, "blkagent's Unix socket")
+  app.add_option("--socket", invocation.socket, "blkagent's Unix socket")
       ->envname(kSocketEnv)
       ->capture_default_str();
-  app.add_option("--timeout", timeout_text,
+  app.add_option("--timeout", invocation.timeout_text,
                  "Deadline of the request, e.g. 60s, 2m (creating a device can take a while)")
       ->transform(DurationValidator("timeout"))
       ->capture_default_str();
+}
 
-  std::string format_text = "table";
-  OutputFormat format = OutputFormat::kTable;
-  std::function<absl::StatusOr<std::string>(VolumeClient&)> command;
-
-  CreateVolumeFlags create;
-  CLI::App* create_volume = app.add_subcommand("create-volume", "Create a volume and its device");
-  create_volume->add_option("ID", create.id, "Volume id: a DNS label")->required();
+// Each command's flags live as long as its callbacks, which CLI11 keeps with the app.
+void AddCreateVolume(CLI::App& app, Invocation& invocation) {
+  auto create = std::make_shared<CreateVolumeFlags>();
+  CLI::App* command = app.add_subcommand("create-volume", "Create a volume and its device");
+  command->add_option("ID", create->id, "Volume id: a DNS label")->required();
   CLI::Option* size_option =
-      create_volume
-          ->add_option("--size", create.size_bytes,
+      command
+          ->add_option("--size", create->size_bytes,
                        "Size: 4096, 64M, 64MiB, 1G (1024-based); optional for nbd (the "
                        "export's size) and nvme (the rest of the namespace) backends")
           ->transform(SizeValidator());
-  create_volume
-      ->add_option("--backend", create.backend_uri,
+  command
+      ->add_option("--backend", create->backend_uri,
                    "Backend: null://, file:///absolute/path, nbd://host[:port]/export, "
                    "nbd+unix:///export?socket=/path or nvme:///dev/ngXnY[?offset=SIZE]")
       ->required()
       ->check(BackendUriValidator());
-  create_volume->add_option("--queues", create.queues, "ublk hardware queues (default 1)")
+  command->add_option("--queues", create->queues, "ublk hardware queues (default 1)")
       ->check(PositiveCount());
-  create_volume
-      ->add_option("--queue-depth", create.queue_depth,
+  command
+      ->add_option("--queue-depth", create->queue_depth,
                    "Outstanding requests per queue (default 128)")
       ->check(PositiveCount());
-  create_volume
-      ->add_option("--block-size", create.logical_block_size,
+  command
+      ->add_option("--block-size", create->logical_block_size,
                    "Logical block size: 512 or 4096 (nvme: default the namespace's LBA size)")
       ->check(CLI::IsMember({512u, 4096u}));
-  create_volume->add_flag("--read-only", create.read_only, "Expose the device read-only");
-  create_volume->add_flag("--fail-fast", create.fail_fast,
-                          "Fail I/O while no agent serves the device instead of holding it");
-  create_volume->add_flag("--poll", create.poll,
-                          "Queue threads busy-poll for completions (lower latency, a busy CPU "
-                          "per queue)");
-  create_volume
-      ->add_option("--io-timeout", create.io_timeout_seconds,
+  command->add_flag("--read-only", create->read_only, "Expose the device read-only");
+  command->add_flag("--fail-fast", create->fail_fast,
+                    "Fail I/O while no agent serves the device instead of holding it");
+  command->add_flag("--poll", create->poll,
+                    "Queue threads busy-poll for completions (lower latency, a busy CPU "
+                    "per queue)");
+  command
+      ->add_option("--io-timeout", create->io_timeout_seconds,
                    "NBD: seconds I/O waits for a lost server before failing (default 30)")
       ->check(CLI::Range(1u, 86400u));
-  create_volume
-      ->add_option("--rq-affinity", create.rq_affinity,
+  command
+      ->add_option("--rq-affinity", create->rq_affinity,
                    "Completion CPU policy (queue/rq_affinity): 0, 1 or 2 (default: the kernel's)")
       ->check(CLI::NonNegativeNumber);
-  create_volume->add_option("--placement", create.placement,
-                            "Queue threads: hctx (default), spread, or a CPU list such as 0,2-3");
-  AddOutputOption(*create_volume, format_text);
-  create_volume->callback([&] {
-    if (size_option->count() == 0 && !BackendKnowsItsSize(create.backend_uri)) {
+  command->add_option("--placement", create->placement,
+                      "Queue threads: hctx (default), spread, or a CPU list such as 0,2-3");
+  AddOutputOption(*command, invocation.format_text);
+  command->callback([&invocation, create, size_option] {
+    if (size_option->count() == 0 && !BackendKnowsItsSize(create->backend_uri)) {
       throw CLI::ValidationError(
           "--size",
           "is required for null:// and file:// backends (only nbd and nvme volumes take their "
           "size from the export or namespace)");
     }
-    command = [&](VolumeClient& client) { return RunCreateVolume(client, create, format); };
-  });
-
-  UpdateVolumeFlags update;
-  CLI::App* update_volume =
-      app.add_subcommand("update-volume", "Change a volume's tunables on its live device");
-  update_volume->add_option("ID", update.id, "Volume id")->required();
-  update_volume
-      ->add_option("--rq-affinity", update.rq_affinity,
-                   "Completion CPU policy (queue/rq_affinity): 0, 1 or 2")
-      ->check(CLI::NonNegativeNumber);
-  AddOutputOption(*update_volume, format_text);
-  update_volume->callback([&] {
-    if (!update.rq_affinity) {
-      throw CLI::ValidationError("update-volume", "needs a tunable to change: --rq-affinity");
-    }
-    command = [&](VolumeClient& client) { return RunUpdateVolume(client, update, format); };
-  });
-
-  std::string delete_id;
-  bool force = false;
-  CLI::App* delete_volume =
-      app.add_subcommand("delete-volume", "Stop and remove a volume's device");
-  delete_volume->add_option("ID", delete_id, "Volume id")->required();
-  delete_volume->add_flag("--force", force,
-                          "Delete even when the device is open (its users get I/O errors)");
-  AddOutputOption(*delete_volume, format_text);
-  delete_volume->callback([&] {
-    command = [&](VolumeClient& client) {
-      return RunDeleteVolume(client, delete_id, force, format);
+    invocation.command = [&invocation, create](VolumeClient& client) {
+      return RunCreateVolume(client, *create, invocation.format());
     };
   });
+}
 
-  std::string get_id;
-  CLI::App* get_volume = app.add_subcommand("get-volume", "Show one volume");
-  get_volume->add_option("ID", get_id, "Volume id")->required();
-  AddOutputOption(*get_volume, format_text);
-  get_volume->callback([&] {
-    command = [&](VolumeClient& client) { return RunGetVolume(client, get_id, format); };
+void AddUpdateVolume(CLI::App& app, Invocation& invocation) {
+  auto update = std::make_shared<UpdateVolumeFlags>();
+  CLI::App* command =
+      app.add_subcommand("update-volume", "Change a volume's tunables on its live device");
+  command->add_option("ID", update->id, "Volume id")->required();
+  command
+      ->add_option("--rq-affinity", update->rq_affinity,
+                   "Completion CPU policy (queue/rq_affinity): 0, 1 or 2")
+      ->check(CLI::NonNegativeNumber);
+  AddOutputOption(*command, invocation.format_text);
+  command->callback([&invocation, update] {
+    if (!update->rq_affinity) {
+      throw CLI::ValidationError("update-volume", "needs a tunable to change: --rq-affinity");
+    }
+    invocation.command = [&invocation, update](VolumeClient& client) {
+      return RunUpdateVolume(client, *update, invocation.format());
+    };
   });
+}
 
-  CLI::App* list_volumes = app.add_subcommand("list-volumes", "List all volumes");
-  AddOutputOption(*list_volumes, format_text);
-  list_volumes->callback(
-      [&] { command = [&](VolumeClient& client) { return RunListVolumes(client, format); }; });
+void AddDeleteVolume(CLI::App& app, Invocation& invocation) {
+  struct DeleteFlags {
+    std::string id;
+    bool force = false;
+  };
+  auto flags = std::make_shared<DeleteFlags>();
+  CLI::App* command = app.add_subcommand("delete-volume", "Stop and remove a volume's device");
+  command->add_option("ID", flags->id, "Volume id")->required();
+  command->add_flag("--force", flags->force,
+                    "Delete even when the device is open (its users get I/O errors)");
+  AddOutputOption(*command, invocation.format_text);
+  command->callback([&invocation, flags] {
+    invocation.command = [&invocation, flags](VolumeClient& client) {
+      return RunDeleteVolume(client, flags->id, flags->force, invocation.format());
+    };
+  });
+}
 
-  CLI::App* node_info = app.add_subcommand("node-info", "Show the node's kernel and ublk support");
-  AddOutputOption(*node_info, format_text);
-  node_info->callback(
-      [&] { command = [&](VolumeClient& client) { return RunNodeInfo(client, format); }; });
+void AddGetVolume(CLI::App& app, Invocation& invocation) {
+  auto id = std::make_shared<std::string>();
+  CLI::App* command = app.add_subcommand("get-volume", "Show one volume");
+  command->add_option("ID", *id, "Volume id")->required();
+  AddOutputOption(*command, invocation.format_text);
+  command->callback([&invocation, id] {
+    invocation.command = [&invocation, id](VolumeClient& client) {
+      return RunGetVolume(client, *id, invocation.format());
+    };
+  });
+}
 
-  StatsFlags stats;
-  std::string interval_text = "1s";
-  CLI::App* stats_command = app.add_subcommand(
+void AddListVolumes(CLI::App& app, Invocation& invocation) {
+  CLI::App* command = app.add_subcommand("list-volumes", "List all volumes");
+  AddOutputOption(*command, invocation.format_text);
+  command->callback([&invocation] {
+    invocation.command = [&invocation](VolumeClient& client) {
+      return RunListVolumes(client, invocation.format());
+    };
+  });
+}
+
+void AddNodeInfo(CLI::App& app, Invocation& invocation) {
+  CLI::App* command = app.add_subcommand("node-info", "Show the node's kernel and ublk support");
+  AddOutputOption(*command, invocation.format_text);
+  command->callback([&invocation] {
+    invocation.command = [&invocation](VolumeClient& client) {
+      return RunNodeInfo(client, invocation.format());
+    };
+  });
+}
+
+// stats writes its reports to `out` as they come rather than returning them.
+void AddStats(CLI::App& app, Invocation& invocation, std::ostream& out) {
+  struct Flags {
+    StatsFlags stats;
+    std::string interval_text = "1s";
+  };
+  auto flags = std::make_shared<Flags>();
+  CLI::App* command = app.add_subcommand(
       "stats", "Show a volume's I/O rates and latency every interval, like iostat");
-  stats_command->add_option("ID", stats.id, "Volume id")->required();
-  stats_command->add_option("--interval", interval_text, "Time between reports, e.g. 1s, 500ms")
+  command->add_option("ID", flags->stats.id, "Volume id")->required();
+  command->add_option("--interval", flags->interval_text, "Time between reports, e.g. 1s, 500ms")
       ->transform(DurationValidator("interval"))
       ->capture_default_str();
-  stats_command->add_option("--count", stats.count, "Reports to print (default: until interrupted)")
+  command
+      ->add_option("--count", flags->stats.count, "Reports to print (default: until interrupted)")
       ->check(PositiveCount());
-  AddOutputOption(*stats_command, format_text);
-  stats_command->callback([&] {
-    command = [&](VolumeClient& client) -> absl::StatusOr<std::string> {
+  AddOutputOption(*command, invocation.format_text);
+  command->callback([&invocation, flags, &out] {
+    invocation.command = [&invocation, flags,
+                          &out](VolumeClient& client) -> absl::StatusOr<std::string> {
       // Validated during parsing, so this cannot fail here.
-      stats.interval = ParsePositiveDuration(interval_text, "interval").value_or(absl::Seconds(1));
-      absl::Status done = RunStats(client, stats, format, out);
+      flags->stats.interval =
+          ParsePositiveDuration(flags->interval_text, "interval").value_or(absl::Seconds(1));
+      absl::Status done = RunStats(client, flags->stats, invocation.format(), out);
       if (!done.ok()) return done;
       return std::string();
     };
   });
+}
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& error) {
-    const int code = app.exit(error, out, err);
-    return code == static_cast<int>(CLI::ExitCodes::Success) ? kExitOk : kExitUsage;
-  }
+// The order here is the order of --help.
+void AddCommands(CLI::App& app, Invocation& invocation, std::ostream& out) {
+  AddCreateVolume(app, invocation);
+  AddUpdateVolume(app, invocation);
+  AddDeleteVolume(app, invocation);
+  AddGetVolume(app, invocation);
+  AddListVolumes(app, invocation);
+  AddNodeInfo(app, invocation);
+  AddStats(app, invocation, out);
+}
 
-  if (!command) {
+// Runs the parsed command against the agent: prints its result, or its error as
+// "blkctl: CODE: message".
+int Dispatch(const Invocation& invocation, std::ostream& out, std::ostream& err) {
+  if (!invocation.command) {
     err << "blkctl: a command is required: create-volume, update-volume, delete-volume, "
            "get-volume, list-volumes, node-info or stats\nRun with --help for more information.\n";
     return kExitUsage;
   }
-  format = format_text == "json" ? OutputFormat::kJson : OutputFormat::kTable;
   // Validated during parsing, so this cannot fail here.
-  const absl::Duration timeout = ParseTimeout(timeout_text).value_or(absl::Seconds(60));
-  VolumeClient client(socket, timeout);
-  absl::StatusOr<std::string> result = command(client);
+  const absl::Duration timeout = ParseTimeout(invocation.timeout_text).value_or(absl::Seconds(60));
+  VolumeClient client(invocation.socket, timeout);
+  absl::StatusOr<std::string> result = invocation.command(client);
   if (!result.ok()) {
     err << "blkctl: " << absl::StatusCodeToString(result.status().code()) << ": "
         << result.status().message() << "\n";
@@ -264,6 +318,22 @@ int RunBlkctl(int argc, const char* const* argv, std::ostream& out, std::ostream
   }
   out << *result;
   return kExitOk;
+}
+
+}  // namespace
+
+int RunBlkctl(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app("blkctl: manage the ublk block devices of a blkagent node", "blkctl");
+  Invocation invocation;
+  AddGlobalOptions(app, invocation);
+  AddCommands(app, invocation, out);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    const int code = app.exit(error, out, err);
+    return code == static_cast<int>(CLI::ExitCodes::Success) ? kExitOk : kExitUsage;
+  }
+  return Dispatch(invocation, out, err);
 }
 
 }  // namespace blk::cli

@@ -6,40 +6,18 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "cli/size_parse.h"
+#include "uri/percent_decode.h"
 
 namespace blk::cli {
 namespace {
 
 constexpr absl::string_view kSchemeSeparator = "://";
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-absl::StatusOr<std::string> PercentDecode(absl::string_view uri, absl::string_view encoded) {
-  std::string decoded;
-  decoded.reserve(encoded.size());
-  for (size_t i = 0; i < encoded.size(); ++i) {
-    if (encoded[i] != '%') {
-      decoded.push_back(encoded[i]);
-      continue;
-    }
-    const int high = i + 2 < encoded.size() ? HexValue(encoded[i + 1]) : -1;
-    const int low = i + 2 < encoded.size() ? HexValue(encoded[i + 2]) : -1;
-    if (high < 0 || low < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "backend URI '", uri, "': '%' must be followed by two hex digits (write %25 for '%')"));
-    }
-    const char c = static_cast<char>(high * 16 + low);
-    if (c == '\0') {
-      return absl::InvalidArgumentError(
-          absl::StrCat("backend URI '", uri, "': a path cannot contain %00"));
-    }
-    decoded.push_back(c);
-    i += 2;
+absl::StatusOr<std::string> DecodePath(absl::string_view uri, absl::string_view encoded) {
+  absl::StatusOr<std::string> decoded = blk::uri::PercentDecode(encoded);
+  if (!decoded.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend URI '", uri, "': ", decoded.status().message()));
   }
   return decoded;
 }
@@ -82,7 +60,7 @@ absl::StatusOr<blk::v1::Volume> ParseFileUri(absl::string_view uri, absl::string
     return absl::InvalidArgumentError(absl::StrCat("backend URI '", uri, "' has no path (expected ",
                                                    scheme, ":///absolute/path)"));
   }
-  absl::StatusOr<std::string> path = PercentDecode(uri, rest.substr(path_start));
+  absl::StatusOr<std::string> path = DecodePath(uri, rest.substr(path_start));
   if (!path.ok()) return path.status();
   blk::v1::Volume volume;
   volume.mutable_file()->set_path(*std::move(path));

@@ -3,6 +3,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "uri/percent_decode.h"
 
 namespace blk::server::nbd {
 namespace {
@@ -11,29 +12,10 @@ absl::Status Invalid(absl::string_view uri, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("NBD URI \"", uri, "\": ", why));
 }
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-absl::StatusOr<std::string> PercentDecode(absl::string_view uri, absl::string_view in) {
-  std::string out;
-  out.reserve(in.size());
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      out.push_back(in[i]);
-      continue;
-    }
-    if (i + 2 >= in.size()) return Invalid(uri, "truncated %-escape");
-    const int hi = HexValue(in[i + 1]);
-    const int lo = HexValue(in[i + 2]);
-    if (hi < 0 || lo < 0) return Invalid(uri, "bad %-escape");
-    out.push_back(static_cast<char>(hi * 16 + lo));
-    i += 2;
-  }
-  return out;
+absl::StatusOr<std::string> Decode(absl::string_view uri, absl::string_view encoded) {
+  absl::StatusOr<std::string> decoded = blk::uri::PercentDecode(encoded);
+  if (!decoded.ok()) return Invalid(uri, decoded.status().message());
+  return decoded;
 }
 
 }  // namespace
@@ -53,7 +35,7 @@ absl::StatusOr<Address> ParseUri(absl::string_view uri) {
     }
     const size_t query = rest.find('?');
     if (query == absl::string_view::npos) return Invalid(uri, "needs ?socket=PATH");
-    absl::StatusOr<std::string> name = PercentDecode(uri, rest.substr(0, query));
+    absl::StatusOr<std::string> name = Decode(uri, rest.substr(0, query));
     if (!name.ok()) return name.status();
     address.export_name = std::move(*name);
     absl::string_view params = rest.substr(query + 1);
@@ -62,7 +44,7 @@ absl::StatusOr<Address> ParseUri(absl::string_view uri) {
       absl::string_view param = params.substr(0, amp);
       params = amp == absl::string_view::npos ? absl::string_view() : params.substr(amp + 1);
       if (absl::ConsumePrefix(&param, "socket=")) {
-        absl::StatusOr<std::string> path = PercentDecode(uri, param);
+        absl::StatusOr<std::string> path = Decode(uri, param);
         if (!path.ok()) return path.status();
         address.unix_socket = std::move(*path);
       } else {
@@ -102,7 +84,7 @@ absl::StatusOr<Address> ParseUri(absl::string_view uri) {
     }
     address.port = static_cast<uint16_t>(port);
   }
-  absl::StatusOr<std::string> name = PercentDecode(uri, path);
+  absl::StatusOr<std::string> name = Decode(uri, path);
   if (!name.ok()) return name.status();
   address.export_name = std::move(*name);
   return address;

@@ -67,7 +67,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadUri{"file://tmp/x.img", "file:///tmp/x.img"}, BadUri{"file://host", "names host 'host'"},
         BadUri{"file:///a?b", "query"}, BadUri{"file:///a#b", "fragment"},
         BadUri{"file:///a%2", "two hex digits"}, BadUri{"file:///a%zz", "two hex digits"},
-        BadUri{"file:///a%", "two hex digits"}, BadUri{"file:///a%00b", "%00"}));
+        BadUri{"file:///a%", "two hex digits"}, BadUri{"file:///a%00b", "%00"},
+        BadUri{"nvme:///dev/ng0n1%00", "%00"}));
+
+TEST(ParseBackendUri, AnEncodedNulIsRefusedNamingTheUriAndTheEscape) {
+  absl::StatusOr<blk::v1::Volume> volume = ParseBackendUri("file:///var/lib/a.img%00.evil");
+  ASSERT_FALSE(volume.ok()) << "accepted " << volume->file().path();
+  EXPECT_EQ(volume.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(volume.status().message(),
+              HasSubstr("backend URI 'file:///var/lib/a.img%00.evil': '/var/lib/a.img%00.evil' "
+                        "contains %00"));
+}
 
 TEST(ParseBackendUri, NbdUrisAreKeptWholeForTheAgent) {
   for (const char* uri :

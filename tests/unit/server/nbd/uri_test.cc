@@ -1,5 +1,6 @@
 #include "server/nbd/uri.h"
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace blk::server {
@@ -53,6 +54,21 @@ TEST(NbdUriTest, MalformedUrisAreRefusedWithTheReason) {
     if (!a.ok()) {
       EXPECT_NE(a.status().message().find("NBD URI"), absl::string_view::npos);
     }
+  }
+}
+
+TEST(NbdUriTest, AnEncodedNulIsRefusedNamingTheUri) {
+  // Decoded, the socket path would be cut short at the NUL: "/run/nbd.sock" instead of the
+  // path written.
+  for (const char* uri : {"nbd+unix:///e?socket=/run/nbd.sock%00.evil",
+                          "nbd+unix:///e%00?socket=/s", "nbd://h/e%00x"}) {
+    absl::StatusOr<nbd::Address> a = nbd::ParseUri(uri);
+    ASSERT_FALSE(a.ok()) << "accepted " << uri;
+    EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(a.status().message().find(absl::StrCat("NBD URI \"", uri, "\"")),
+              absl::string_view::npos)
+        << a.status();
+    EXPECT_NE(a.status().message().find("%00"), absl::string_view::npos) << a.status();
   }
 }
 

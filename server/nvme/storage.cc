@@ -82,7 +82,7 @@ StorageTraits NvmeStorage::traits() const {
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> NvmeStorage::NewQueueBackend(uint16_t queue_depth) {
-  return std::make_unique<NvmeBackend>(fd_.get(), target_, config_.read_only, queue_depth,
+  return std::make_unique<NvmeBackend>(fd_.get(), target_, queue_depth,
                                        config_.max_io_bytes, stats_);
 }
 

@@ -133,7 +133,7 @@ std::string Device::char_path() const { return absl::StrCat("/dev/ublkc", dev_id
 absl::StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceConfig& config,
                                                        uint32_t dev_id) {
   if (absl::Status valid = ValidateDeviceConfig(config); !valid.ok()) return valid;
-  absl::StatusOr<std::unique_ptr<Storage>> storage = OpenStorage(config);
+  absl::StatusOr<std::unique_ptr<Storage>> storage = OpenStorage(config, OpenPurpose::kCreate);
   if (!storage.ok()) return storage.status();
   absl::StatusOr<std::unique_ptr<ControlDevice>> control = ControlDevice::Open();
   if (!control.ok()) {
@@ -174,15 +174,11 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceConfig& confi
 absl::StatusOr<std::unique_ptr<Device>> Device::Recover(uint32_t dev_id,
                                                         const DeviceConfig& config) {
   if (absl::Status valid = ValidateDeviceConfig(config); !valid.ok()) return valid;
-  if (const auto* file = std::get_if<FileBackendConfig>(&config.backend)) {
-    struct stat st {};
-    if (::stat(file->path.c_str(), &st) != 0) {
-      return absl::NotFoundError(absl::StrCat("backing file ", file->path, " of ublk device ",
-                                              dev_id, ": ", strerrordesc_np(errno)));
-    }
+  absl::StatusOr<std::unique_ptr<Storage>> storage = OpenStorage(config, OpenPurpose::kRecover);
+  if (!storage.ok()) {
+    return absl::Status(storage.status().code(), absl::StrCat("recover ublk device ", dev_id, ": ",
+                                                              storage.status().message()));
   }
-  absl::StatusOr<std::unique_ptr<Storage>> storage = OpenStorage(config);
-  if (!storage.ok()) return storage.status();
   absl::StatusOr<std::unique_ptr<ControlDevice>> control = ControlDevice::Open();
   if (!control.ok()) return control.status();
   absl::StatusOr<abi::CtrlDevInfo> info = BeginRecovery(**control, dev_id);
@@ -223,6 +219,7 @@ absl::Status Device::StartQueues(uint32_t max_io_bytes) {
     setup.char_fd = char_fd_.get();
     setup.ioctl_encoding = (device_flags_ & abi::kFCmdIoctlEncode) != 0;
     setup.storage = storage_->traits();
+    setup.read_only = config_.read_only;
     // The kernel's flags decide (a recovered device keeps the mode it was created with).
     setup.auto_buf_reg = (device_flags_ & abi::kFAutoBufReg) != 0;
     setup.poll = config_.poll;

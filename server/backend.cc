@@ -10,7 +10,8 @@ namespace blk::server {
 absl::StatusOr<std::unique_ptr<Storage>> OpenStorage(const DeviceConfig& config,
                                                      OpenPurpose purpose) {
   if (const auto* file = std::get_if<FileBackendConfig>(&config.backend)) {
-    absl::StatusOr<std::unique_ptr<FileStorage>> storage = FileStorage::Open(file->path, config, purpose);
+    absl::StatusOr<std::unique_ptr<FileStorage>> storage =
+        FileStorage::Open(file->path, config, purpose);
     if (!storage.ok()) return storage.status();
     return std::unique_ptr<Storage>(std::move(*storage));
   }

@@ -94,8 +94,7 @@ absl::StatusOr<std::unique_ptr<FileStorage>> FileStorage::Open(const std::string
         "backend ", is_block_device ? "block device " : "file ", path, " has ", size,
         " bytes, smaller than the requested device size of ", config.size_bytes, " bytes"));
   }
-  std::unique_ptr<FileStorage> storage(
-      new FileStorage(std::move(fd), direct, is_block_device));
+  std::unique_ptr<FileStorage> storage(new FileStorage(std::move(fd), direct, is_block_device));
   if (created) storage->created_path_ = path;
   return storage;
 }

@@ -82,8 +82,8 @@ StorageTraits NvmeStorage::traits() const {
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> NvmeStorage::NewQueueBackend(uint16_t queue_depth) {
-  return std::make_unique<NvmeBackend>(fd_.get(), target_, queue_depth,
-                                       config_.max_io_bytes, stats_);
+  return std::make_unique<NvmeBackend>(fd_.get(), target_, queue_depth, config_.max_io_bytes,
+                                       stats_);
 }
 
 absl::StatusOr<NvmeNamespaceInfo> ProbeNvmeNamespace(const std::string& path) {

@@ -221,8 +221,7 @@ absl::Status Queue::FetchEveryTag() {
   io_uring_cqe* cqe = nullptr;
   if (io_uring_peek_cqe(ring_->get(), &cqe) == 0 && cqe != nullptr &&
       KindOf(cqe->user_data) == CqeKind::kUblkCmd && cqe->res < 0) {
-    return absl::ErrnoToStatus(-cqe->res,
-                               absl::StrCat("FETCH_REQ of tag ", TagOf(cqe->user_data)));
+    return absl::ErrnoToStatus(-cqe->res, absl::StrCat("FETCH_REQ of tag ", TagOf(cqe->user_data)));
   }
   return absl::OkStatus();
 }
@@ -234,7 +233,8 @@ void Queue::Loop() {
     // completions (none would appear while spinning in user space alone).
     int rc = setup_.poll ? io_uring_submit_and_get_events(ring) : io_uring_submit_and_wait(ring, 1);
     if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
-      loop_status_ = absl::ErrnoToStatus(-rc, absl::StrCat("queue ", id(), " io_uring_submit_and_wait"));
+      loop_status_ =
+          absl::ErrnoToStatus(-rc, absl::StrCat("queue ", id(), " io_uring_submit_and_wait"));
       return;
     }
     if (setup_.count_io) StartTurn();

@@ -102,7 +102,7 @@ class Queue {
   std::vector<uint64_t> start_ns_of_tag_;  // when the queue received the tag's request
   uint64_t turn_ns_ = 0;                   // CLOCK_MONOTONIC at the start of this loop turn
   bool turn_local_ = false;                // this turn runs on a CPU of the hctx set
-  uint32_t in_backend_ = 0;  // tags fetched and not completed yet
+  uint32_t in_backend_ = 0;                // tags fetched and not completed yet
   uint32_t aborted_ = 0;
   bool stop_requested_ = false;
 };

@@ -17,8 +17,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <limits>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>

@@ -110,7 +110,8 @@ class FileBackendTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   std::unique_ptr<FileStorage> OpenStorageOrDie() {
-    absl::StatusOr<std::unique_ptr<FileStorage>> storage = FileStorage::Open(path_, config_, OpenPurpose::kCreate);
+    absl::StatusOr<std::unique_ptr<FileStorage>> storage =
+        FileStorage::Open(path_, config_, OpenPurpose::kCreate);
     EXPECT_TRUE(storage.ok()) << storage.status();
     return storage.ok() ? std::move(*storage) : nullptr;
   }
@@ -147,7 +148,8 @@ TEST_F(FileBackendTest, CreatesAMissingFileSparseAtTheDeviceSize) {
 
 TEST_F(FileBackendTest, RefusesAnExistingFileSmallerThanTheDeviceNamingBothSizes) {
   { std::ofstream(path_) << "tiny"; }
-  absl::StatusOr<std::unique_ptr<FileStorage>> storage = FileStorage::Open(path_, config_, OpenPurpose::kCreate);
+  absl::StatusOr<std::unique_ptr<FileStorage>> storage =
+      FileStorage::Open(path_, config_, OpenPurpose::kCreate);
   ASSERT_EQ(storage.status().code(), absl::StatusCode::kInvalidArgument);
   const std::string message(storage.status().message());
   EXPECT_NE(message.find(path_), std::string::npos) << message;
@@ -158,14 +160,16 @@ TEST_F(FileBackendTest, RefusesAnExistingFileSmallerThanTheDeviceNamingBothSizes
 
 TEST_F(FileBackendTest, RefusesAPathWhoseDirectoryDoesNotExist) {
   const std::string path = (dir_ / "missing" / "volume.img").string();
-  absl::StatusOr<std::unique_ptr<FileStorage>> storage = FileStorage::Open(path, config_, OpenPurpose::kCreate);
+  absl::StatusOr<std::unique_ptr<FileStorage>> storage =
+      FileStorage::Open(path, config_, OpenPurpose::kCreate);
   ASSERT_EQ(storage.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(storage.status().message().find("does not exist"), absl::string_view::npos);
   EXPECT_FALSE(fs::exists(dir_ / "missing"));
 }
 
 TEST_F(FileBackendTest, RefusesADirectory) {
-  absl::StatusOr<std::unique_ptr<FileStorage>> storage = FileStorage::Open(dir_.string(), config_, OpenPurpose::kCreate);
+  absl::StatusOr<std::unique_ptr<FileStorage>> storage =
+      FileStorage::Open(dir_.string(), config_, OpenPurpose::kCreate);
   EXPECT_EQ(storage.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -265,7 +269,8 @@ TEST_F(FileBackendTest, AReadOnlyDeviceOpensItsFileReadOnlyAndReads) {
   ASSERT_TRUE(backend.ok());
   Harness harness(**backend);
   EXPECT_EQ(harness.Run(0, Io(abi::kIoOpRead, 0, 4096, buffers_.tag(0))), 4096);
-  EXPECT_EQ(std::vector<char>(buffers_.tag(0), buffers_.tag(0) + 4096), std::vector<char>(4096, 'r'));
+  EXPECT_EQ(std::vector<char>(buffers_.tag(0), buffers_.tag(0) + 4096),
+            std::vector<char>(4096, 'r'));
 }
 
 TEST_F(FileBackendTest, OpenedForRecoveryAMissingFileIsNotFoundAndNotCreated) {
@@ -284,7 +289,8 @@ TEST_F(FileBackendTest, OpenedForRecoveryAnExistingFileServesItsData) {
   FileBackend backend((*storage)->fd(), kDepth);
   Harness harness(backend);
   EXPECT_EQ(harness.Run(0, Io(abi::kIoOpRead, 0, 4096, buffers_.tag(0))), 4096);
-  EXPECT_EQ(std::vector<char>(buffers_.tag(0), buffers_.tag(0) + 4096), std::vector<char>(4096, 'k'));
+  EXPECT_EQ(std::vector<char>(buffers_.tag(0), buffers_.tag(0) + 4096),
+            std::vector<char>(4096, 'k'));
 }
 
 TEST(NullBackend, ReadsZeroesAndCompletesEverythingElseAtOnce) {

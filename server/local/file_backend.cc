@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
-#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 
@@ -22,9 +21,10 @@ namespace {
 // ResultOf's "not done yet": no result is this negative.
 constexpr int32_t kMore = std::numeric_limits<int32_t>::min();
 
+// Whatever errno says, a backend file that cannot be used is a problem of the volume's spec.
 absl::Status PathError(const std::string& path, absl::string_view what, int err) {
   return absl::InvalidArgumentError(
-      absl::StrCat("backend file ", path, ": ", what, ": ", strerrordesc_np(err)));
+      absl::ErrnoToStatus(err, absl::StrCat("backend file ", path, ": ", what)).message());
 }
 
 // Reads one logical block at offset 0: O_DIRECT opens succeed on file systems whose alignment

@@ -1,6 +1,5 @@
 #include "server/nbd/reconnector.h"
 
-#include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 

@@ -1,7 +1,6 @@
 #include "server/ublk/control.h"
 
 #include <fcntl.h>
-#include <string.h>
 
 #include <cerrno>
 

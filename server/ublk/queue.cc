@@ -2,7 +2,6 @@
 
 #include <poll.h>
 #include <pthread.h>
-#include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/uio.h>

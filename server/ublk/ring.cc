@@ -1,7 +1,5 @@
 #include "server/ublk/ring.h"
 
-#include <string.h>
-
 #include <cerrno>
 
 #include "absl/status/status.h"

@@ -1,7 +1,6 @@
 #include "server/ublk/rq_affinity.h"
 
 #include <fcntl.h>
-#include <string.h>
 #include <unistd.h>
 
 #include <cerrno>

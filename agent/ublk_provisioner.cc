@@ -1,7 +1,11 @@
 #include "agent/ublk_provisioner.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
@@ -98,6 +102,14 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec) {
   return config;
 }
 
+UblkProvisioner::UblkProvisioner(bool io_stats, bool zero_copy)
+    : io_stats_(io_stats), zero_copy_(zero_copy) {
+  const char* crash = ::getenv("BLK_TEST_CRASH_AFTER_ADD_DEV");
+  if (crash != nullptr && std::string_view(crash) == "1") {
+    after_add_dev_ = [](uint32_t) { ::_exit(86); };
+  }
+}
+
 server::DeviceConfig UblkProvisioner::ConfigFor(const v1::Volume& spec) const {
   server::DeviceConfig config = DeviceConfigFor(spec);
   config.io_stats = io_stats_;
@@ -108,7 +120,8 @@ server::DeviceConfig UblkProvisioner::ConfigFor(const v1::Volume& spec) const {
 absl::StatusOr<std::unique_ptr<VolumeDevice>> UblkProvisioner::Provision(const v1::Volume& spec,
                                                                          int device_id) {
   const uint32_t id = device_id < 0 ? server::kAnyDeviceId : static_cast<uint32_t>(device_id);
-  const server::DeviceConfig config = ConfigFor(spec);
+  server::DeviceConfig config = ConfigFor(spec);
+  config.after_add_dev = after_add_dev_;
   absl::StatusOr<std::unique_ptr<server::Device>> device = server::Device::Create(config, id);
   if (!device.ok()) return device.status();
   return std::make_unique<UblkVolumeDevice>(std::move(*device), config);

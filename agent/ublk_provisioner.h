@@ -1,5 +1,7 @@
 #pragma once
 
+#include <functional>
+
 #include "agent/volume_device.h"
 #include "server/ublk/device.h"
 
@@ -13,8 +15,9 @@ class UblkProvisioner final : public DeviceProvisioner {
  public:
   // io_stats=false: the devices skip all per-I/O statistics work (blkagent --metrics-address off).
   // zero_copy=false: every device in copy mode, even where zero copy is possible.
-  explicit UblkProvisioner(bool io_stats = true, bool zero_copy = true)
-      : io_stats_(io_stats), zero_copy_(zero_copy) {}
+  // BLK_TEST_CRASH_AFTER_ADD_DEV=1 in the environment: every Provision makes the process exit
+  // with status 86 between ADD_DEV and START_DEV (tests/vm 72: the next agent must clean up).
+  explicit UblkProvisioner(bool io_stats = true, bool zero_copy = true);
   absl::StatusOr<std::unique_ptr<VolumeDevice>> Provision(const v1::Volume& spec,
                                                           int device_id) override;
   absl::StatusOr<std::unique_ptr<VolumeDevice>> Recover(const v1::Volume& spec,
@@ -28,6 +31,7 @@ class UblkProvisioner final : public DeviceProvisioner {
 
   bool io_stats_;
   bool zero_copy_;
+  std::function<void(uint32_t)> after_add_dev_;  // DeviceConfig::after_add_dev of new devices
 };
 
 }  // namespace blk::agent

@@ -7,9 +7,11 @@
 
 namespace blk::server {
 
-absl::StatusOr<std::unique_ptr<Storage>> OpenStorage(const DeviceConfig& config) {
+absl::StatusOr<std::unique_ptr<Storage>> OpenStorage(const DeviceConfig& config,
+                                                     OpenPurpose purpose) {
   if (const auto* file = std::get_if<FileBackendConfig>(&config.backend)) {
-    absl::StatusOr<std::unique_ptr<FileStorage>> storage = FileStorage::Open(file->path, config);
+    absl::StatusOr<std::unique_ptr<FileStorage>> storage =
+        FileStorage::Open(file->path, config, purpose);
     if (!storage.ok()) return storage.status();
     return std::unique_ptr<Storage>(std::move(*storage));
   }
@@ -23,7 +25,7 @@ absl::StatusOr<std::unique_ptr<Storage>> OpenStorage(const DeviceConfig& config)
     if (!storage.ok()) return storage.status();
     return std::unique_ptr<Storage>(std::move(*storage));
   }
-  return std::unique_ptr<Storage>(std::make_unique<NullStorage>(config.read_only));
+  return std::unique_ptr<Storage>(std::make_unique<NullStorage>());
 }
 
 }  // namespace blk::server

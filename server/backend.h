@@ -1,11 +1,10 @@
-// What a backend sees: "here is an I/O for tag T", and it answers with the result, at once or
-// through the queue's ring later.
+// What a backend sees: "here is an I/O for tag T"; it answers "tag T completed with result R"
+// through the queue's Completer, at once or later, for any of its tags.
 #pragma once
 
 #include <liburing.h>
 
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <vector>
 
@@ -41,22 +40,36 @@ struct StorageTraits {
   bool registered_buffers = false;      // in copy mode, wants the tag buffers registered too
 };
 
-// Returned instead of a result when the I/O went into the ring and completes later.
-inline constexpr int32_t kInFlight = std::numeric_limits<int32_t>::min();
+// Hands a tag's result to its queue: "complete tag T with result R". Results are what the block
+// layer gets: bytes transferred (>= 0) or -errno. A plain function and its context, so a call
+// costs no allocation and no virtual dispatch; the queue makes it, tests make their own.
+class Completer {
+ public:
+  using Function = void (*)(void* context, uint16_t tag, int32_t result);
+  Completer() = default;
+  Completer(Function function, void* context) : function_(function), context_(context) {}
+  void Complete(uint16_t tag, int32_t result) const { function_(context_, tag, result); }
 
-// One per queue, used only by that queue's thread. Results are what the block layer gets:
-// bytes transferred (>= 0) or -errno.
+ private:
+  Function function_ = nullptr;
+  void* context_ = nullptr;
+};
+
+// One per queue, used only by that queue's thread. Every Submit ends in exactly one
+// Completer::Complete for its tag, from Submit itself or from any later call on the queue thread.
 class Backend {
  public:
   virtual ~Backend() = default;
   // Files to register in the queue's ring (in this order, starting at some index).
   virtual std::vector<int> Files() const { return {}; }
   // Called once on the queue thread before any I/O; `first_file` is the index of Files()[0].
-  virtual absl::Status Attach(Ring& ring, int first_file) = 0;
-  // Starts an I/O for `tag`. No allocation, lock or blocking call here.
-  virtual int32_t Submit(uint16_t tag, const BlockIo& io) = 0;
-  // A CQE whose user_data says kBackend for `tag`: the final result or kInFlight again.
-  virtual int32_t OnCompletion(uint16_t tag, const io_uring_cqe& cqe) = 0;
+  virtual absl::Status Attach(Ring& ring, int first_file, Completer completer) = 0;
+  // Starts an I/O for `tag`. No allocation, lock or blocking call here. The queue has already
+  // refused what the device cannot do (see AdmitIo): the op is one of read, write, flush,
+  // discard, write-zeroes, and writes never reach a read-only device.
+  virtual void Submit(uint16_t tag, const BlockIo& io) = 0;
+  // A CQE whose user_data says kBackend for `tag`.
+  virtual void OnCompletion(uint16_t tag, const io_uring_cqe& cqe) = 0;
 };
 
 // What the device is backed by, opened once per device; hands out one Backend per queue.
@@ -69,7 +82,14 @@ class Storage {
   virtual void AbandonCreated() {}
 };
 
+// Why a storage is opened; each storage decides what that means for it.
+enum class OpenPurpose {
+  kCreate,   // for a new device: what is missing may be made (a file storage creates its file)
+  kRecover,  // for a device the kernel still holds: its data must be there, nothing is made
+};
+
 // Opens and validates the configured backend (see FileStorage::Open for the file rules).
-absl::StatusOr<std::unique_ptr<Storage>> OpenStorage(const DeviceConfig& config);
+absl::StatusOr<std::unique_ptr<Storage>> OpenStorage(const DeviceConfig& config,
+                                                     OpenPurpose purpose);
 
 }  // namespace blk::server

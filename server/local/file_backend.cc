@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
-#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 
@@ -11,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "server/ublk/abi.h"
@@ -18,9 +18,13 @@
 namespace blk::server {
 namespace {
 
+// ResultOf's "not done yet": no result is this negative.
+constexpr int32_t kMore = std::numeric_limits<int32_t>::min();
+
+// Whatever errno says, a backend file that cannot be used is a problem of the volume's spec.
 absl::Status PathError(const std::string& path, absl::string_view what, int err) {
   return absl::InvalidArgumentError(
-      absl::StrCat("backend file ", path, ": ", what, ": ", strerrordesc_np(err)));
+      absl::ErrnoToStatus(err, absl::StrCat("backend file ", path, ": ", what)).message());
 }
 
 // Reads one logical block at offset 0: O_DIRECT opens succeed on file systems whose alignment
@@ -36,13 +40,17 @@ bool DirectReadWorks(int fd, uint32_t block_size) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<FileStorage>> FileStorage::Open(const std::string& path,
-                                                               const DeviceConfig& config) {
+                                                               const DeviceConfig& config,
+                                                               OpenPurpose purpose) {
   if (path.empty()) return absl::InvalidArgumentError("backend file path is empty");
   const int access = config.read_only ? O_RDONLY : O_RDWR;
 
   struct stat st {};
   bool created = false;
   if (::stat(path.c_str(), &st) != 0) {
+    if (purpose == OpenPurpose::kRecover) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("backing file ", path));
+    }
     if (errno != ENOENT) return PathError(path, "stat", errno);
     std::filesystem::path parent = std::filesystem::path(path).parent_path();
     if (parent.empty()) parent = ".";
@@ -86,8 +94,7 @@ absl::StatusOr<std::unique_ptr<FileStorage>> FileStorage::Open(const std::string
         "backend ", is_block_device ? "block device " : "file ", path, " has ", size,
         " bytes, smaller than the requested device size of ", config.size_bytes, " bytes"));
   }
-  std::unique_ptr<FileStorage> storage(
-      new FileStorage(std::move(fd), direct, is_block_device, config.read_only));
+  std::unique_ptr<FileStorage> storage(new FileStorage(std::move(fd), direct, is_block_device));
   if (created) storage->created_path_ = path;
   return storage;
 }
@@ -100,41 +107,30 @@ void FileStorage::AbandonCreated() {
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> FileStorage::NewQueueBackend(uint16_t queue_depth) {
-  return std::make_unique<FileBackend>(fd_.get(), read_only_, queue_depth);
+  return std::make_unique<FileBackend>(fd_.get(), queue_depth);
 }
 
-absl::Status FileBackend::Attach(Ring& ring, int first_file) {
+absl::Status FileBackend::Attach(Ring& ring, int first_file, Completer completer) {
   ring_ = &ring;
   file_index_ = first_file;
+  completer_ = completer;
   return absl::OkStatus();
 }
 
-int32_t FileBackend::Submit(uint16_t tag, const BlockIo& io) {
-  if (tag >= tags_.size()) return -EINVAL;
-  switch (io.op) {
-    case abi::kIoOpRead:
-    case abi::kIoOpFlush:
-      break;
-    case abi::kIoOpWrite:
-    case abi::kIoOpDiscard:
-    case abi::kIoOpWriteZeroes:
-      if (read_only_) return -EROFS;
-      break;
-    default:
-      return -EOPNOTSUPP;
-  }
+void FileBackend::Submit(uint16_t tag, const BlockIo& io) {
+  if (tag >= tags_.size()) return completer_.Complete(tag, -EINVAL);
   TagState& state = tags_[tag];
   state.io = io;
   state.done = 0;
   state.punch_fallback = false;
-  return Issue(tag);
+  Issue(tag);
 }
 
-int32_t FileBackend::Issue(uint16_t tag) {
+void FileBackend::Issue(uint16_t tag) {
   TagState& state = tags_[tag];
   const BlockIo& io = state.io;
   io_uring_sqe* sqe = ring_->GetSqe();
-  if (sqe == nullptr) return -EAGAIN;
+  if (sqe == nullptr) return completer_.Complete(tag, -EAGAIN);
   char* buffer = static_cast<char*>(io.buffer) + state.done;
   const uint32_t remaining = io.length - state.done;
   const uint64_t offset = io.offset + state.done;
@@ -162,14 +158,17 @@ int32_t FileBackend::Issue(uint16_t tag) {
   }
   sqe->flags |= IOSQE_FIXED_FILE;
   sqe->user_data = EncodeUserData(CqeKind::kBackend, tag);
-  return kInFlight;
 }
 
-int32_t FileBackend::OnCompletion(uint16_t tag, const io_uring_cqe& cqe) {
-  if (tag >= tags_.size()) return -EINVAL;
-  TagState& state = tags_[tag];
+void FileBackend::OnCompletion(uint16_t tag, const io_uring_cqe& cqe) {
+  if (tag >= tags_.size()) return;
+  const int32_t result = ResultOf(tags_[tag], cqe.res);
+  if (result == kMore) return Issue(tag);
+  completer_.Complete(tag, result);
+}
+
+int32_t FileBackend::ResultOf(TagState& state, int32_t res) {
   const BlockIo& io = state.io;
-  const int32_t res = cqe.res;
   switch (io.op) {
     case abi::kIoOpRead:
       if (res < 0) return res;
@@ -179,16 +178,16 @@ int32_t FileBackend::OnCompletion(uint16_t tag, const io_uring_cqe& cqe) {
         return static_cast<int32_t>(io.length);
       }
       state.done += static_cast<uint32_t>(res);
-      return state.done < io.length ? Issue(tag) : static_cast<int32_t>(io.length);
+      return state.done < io.length ? kMore : static_cast<int32_t>(io.length);
     case abi::kIoOpWrite:
       if (res < 0) return res;
       if (res == 0) return -EIO;
       state.done += static_cast<uint32_t>(res);
-      return state.done < io.length ? Issue(tag) : static_cast<int32_t>(io.length);
+      return state.done < io.length ? kMore : static_cast<int32_t>(io.length);
     case abi::kIoOpWriteZeroes:
       if ((res == -EOPNOTSUPP || res == -EINVAL) && !state.punch_fallback) {
         state.punch_fallback = true;
-        return Issue(tag);
+        return kMore;
       }
       return res < 0 ? res : static_cast<int32_t>(io.length);
     case abi::kIoOpDiscard:

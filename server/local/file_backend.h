@@ -11,11 +11,13 @@ namespace blk::server {
 // A regular file or a block device, opened once per device and shared by the queues' rings.
 class FileStorage final : public Storage {
  public:
-  // A missing regular file is created sparse at config.size_bytes (its directory must exist); an
+  // A missing regular file is created sparse at config.size_bytes (its directory must exist),
+  // except for kRecover: a device's data is never replaced by an empty file (NotFound). An
   // existing file or block device must be at least that large. O_DIRECT is used when a probe read
   // at the device's logical block size works, buffered I/O otherwise (tmpfs, 4k-only devices).
   static absl::StatusOr<std::unique_ptr<FileStorage>> Open(const std::string& path,
-                                                           const DeviceConfig& config);
+                                                           const DeviceConfig& config,
+                                                           OpenPurpose purpose);
   absl::StatusOr<std::unique_ptr<Backend>> NewQueueBackend(uint16_t queue_depth) override;
   void AbandonCreated() override;
 
@@ -24,17 +26,13 @@ class FileStorage final : public Storage {
   bool is_block_device() const { return is_block_device_; }
 
  private:
-  FileStorage(UniqueFd fd, bool direct_io, bool is_block_device, bool read_only)
-      : fd_(std::move(fd)),
-        direct_io_(direct_io),
-        is_block_device_(is_block_device),
-        read_only_(read_only) {}
+  FileStorage(UniqueFd fd, bool direct_io, bool is_block_device)
+      : fd_(std::move(fd)), direct_io_(direct_io), is_block_device_(is_block_device) {}
 
   std::string created_path_;  // set when Open created the file
   UniqueFd fd_;
   bool direct_io_;
   bool is_block_device_;
-  bool read_only_;
 };
 
 // Per-queue I/O on a FileStorage's descriptor through the queue's ring (a registered file).
@@ -43,13 +41,12 @@ class FileStorage final : public Storage {
 // hole where the file system cannot zero a range).
 class FileBackend final : public Backend {
  public:
-  FileBackend(int fd, bool read_only, uint16_t queue_depth)
-      : fd_(fd), read_only_(read_only), tags_(queue_depth) {}
+  FileBackend(int fd, uint16_t queue_depth) : fd_(fd), tags_(queue_depth) {}
 
   std::vector<int> Files() const override { return {fd_}; }
-  absl::Status Attach(Ring& ring, int first_file) override;
-  int32_t Submit(uint16_t tag, const BlockIo& io) override;
-  int32_t OnCompletion(uint16_t tag, const io_uring_cqe& cqe) override;
+  absl::Status Attach(Ring& ring, int first_file, Completer completer) override;
+  void Submit(uint16_t tag, const BlockIo& io) override;
+  void OnCompletion(uint16_t tag, const io_uring_cqe& cqe) override;
 
  private:
   struct TagState {
@@ -58,12 +55,14 @@ class FileBackend final : public Backend {
     bool punch_fallback = false;
   };
 
-  // Queues the next SQE of the tag's I/O; returns kInFlight or an error.
-  int32_t Issue(uint16_t tag);
+  // Queues the next SQE of the tag's I/O (or completes the tag with EAGAIN when the ring is full).
+  void Issue(uint16_t tag);
+  // What a CQE of the tag's I/O means: its result, or kMore when Issue should continue it.
+  int32_t ResultOf(TagState& state, int32_t res);
 
   int fd_;
-  bool read_only_;
   Ring* ring_ = nullptr;
+  Completer completer_;
   int file_index_ = -1;
   std::vector<TagState> tags_;
 };

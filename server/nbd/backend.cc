@@ -13,7 +13,6 @@ namespace {
 
 constexpr size_t kRecvBufferBytes = 256 * 1024;
 constexpr size_t kMaxZeroBuffer = 1024 * 1024;
-constexpr uint32_t kFinishExtra = 1;
 
 size_t SlotCount(const BackendOptions& options) {
   return options.shared ? size_t{options.shared->queues} * options.queue_depth
@@ -60,8 +59,9 @@ uint64_t Backend::ConnectionUserData(Event event, uint32_t extra) const {
   return EncodeUserData(CqeKind::kBackend, kConnectionTag, event | (extra << 8));
 }
 
-absl::Status Backend::Attach(Ring& ring, int /*first_file*/) {
+absl::Status Backend::Attach(Ring& ring, int /*first_file*/, Completer completer) {
   ring_ = &ring;
+  completer_ = completer;
   if (options_.shared) {
     options_.shared->ring_fds[0].store(ring.get()->ring_fd, std::memory_order_release);
   }
@@ -69,18 +69,14 @@ absl::Status Backend::Attach(Ring& ring, int /*first_file*/) {
   return absl::OkStatus();
 }
 
-int32_t Backend::Submit(uint16_t tag, const BlockIo& io) {
-  if (tag >= options_.queue_depth) return -EINVAL;
-  return Start(tag, io);
+void Backend::Submit(uint16_t tag, const BlockIo& io) {
+  if (tag >= options_.queue_depth) return completer_.Complete(tag, -EINVAL);
+  Start(tag, io);
 }
 
 void Backend::OnForwarded(uint32_t slot) {
   if (!options_.shared || slot < options_.queue_depth || slot >= tags_.size()) return;
-  const int32_t result = Start(slot, options_.shared->requests[slot]);
-  if (result != kInFlight) {
-    tags_[slot].result = result;
-    Reply(slot);
-  }
+  Start(slot, options_.shared->requests[slot]);
 }
 
 void Backend::Reply(uint32_t slot) {
@@ -91,33 +87,22 @@ void Backend::Reply(uint32_t slot) {
   io_uring_sqe* sqe = ring_->GetSqe();
   io_uring_prep_msg_ring(sqe, shared.ring_fds[queue].load(std::memory_order_acquire),
                          static_cast<uint32_t>(tags_[slot].result),
-                         EncodeUserData(CqeKind::kBackend, tag, kForwardedResultExtra), 0);
+                         EncodeUserData(CqeKind::kResult, tag), 0);
   sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
   sqe->user_data = ConnectionUserData(kReplyFailed, slot);
 }
 
-int32_t Backend::Start(uint32_t slot, const BlockIo& io) {
+void Backend::Start(uint32_t slot, const BlockIo& io) {
   const bool fua = io.flags & abi::kIoFFua;
-  switch (io.op) {
-    case abi::kIoOpRead:
-      break;
-    case abi::kIoOpFlush:
-      if (!info_.can_flush()) return 0;  // nothing to make durable that the server would not
-      break;
-    case abi::kIoOpDiscard:
-      if (options_.read_only) return -EROFS;
-      if (!info_.can_trim()) return static_cast<int32_t>(io.length);  // advisory
-      break;
-    case abi::kIoOpWrite:
-    case abi::kIoOpWriteZeroes:
-      if (options_.read_only) return -EROFS;
-      break;
-    default:
-      return -EOPNOTSUPP;
+  // Nothing to make durable that the server would not.
+  if (io.op == abi::kIoOpFlush && !info_.can_flush()) return Finish(slot, 0);
+  // Discard is advisory: a server that cannot trim ignores it successfully.
+  if (io.op == abi::kIoOpDiscard && !info_.can_trim()) {
+    return Finish(slot, static_cast<int32_t>(io.length));
   }
   if (failing_) {
     stats_->timeouts.fetch_add(1, std::memory_order_relaxed);
-    return -EIO;
+    return Finish(slot, -EIO);
   }
   TagState& s = tags_[slot];
   s.io = io;
@@ -130,7 +115,6 @@ int32_t Backend::Start(uint32_t slot, const BlockIo& io) {
   NextRequest(slot);
   Enqueue(slot);
   Kick();
-  return kInFlight;
 }
 
 bool Backend::NextRequest(uint32_t slot) {
@@ -209,11 +193,8 @@ void Backend::Finish(uint32_t slot, int32_t result) {
     Reply(slot);
     return;
   }
-  const uint16_t tag = static_cast<uint16_t>(slot);
-  s.phase = Phase::kFinishing;
-  io_uring_sqe* sqe = ring_->GetSqe();
-  io_uring_prep_nop(sqe);
-  sqe->user_data = EncodeUserData(CqeKind::kBackend, tag, kFinishExtra);
+  s.phase = Phase::kIdle;
+  completer_.Complete(static_cast<uint16_t>(slot), result);
 }
 
 void Backend::Kick() {
@@ -267,12 +248,8 @@ void Backend::ArmTimer() {
   sqe->user_data = ConnectionUserData(kTimer, outage_ & 0xFFFFFF);
 }
 
-int32_t Backend::OnCompletion(uint16_t tag, const io_uring_cqe& cqe) {
-  if (tag != kConnectionTag) {
-    if (tag >= options_.queue_depth || tags_[tag].phase != Phase::kFinishing) return kInFlight;
-    tags_[tag].phase = Phase::kIdle;
-    return tags_[tag].result;
-  }
+void Backend::OnCompletion(uint16_t tag, const io_uring_cqe& cqe) {
+  if (tag != kConnectionTag) return;  // every operation of this backend is the connection's
   const uint32_t extra = ExtraOf(cqe.user_data);
   switch (static_cast<Event>(extra & 0xFF)) {
     case kRecv:
@@ -297,7 +274,6 @@ int32_t Backend::OnCompletion(uint16_t tag, const io_uring_cqe& cqe) {
       if (cqe.res == -EOVERFLOW || cqe.res == -EAGAIN || cqe.res == -ENOMEM) Reply(extra >> 8);
       break;
   }
-  return kInFlight;
 }
 
 void Backend::OnRecv(int32_t res) {

@@ -3,10 +3,10 @@
 // each tag's NBD request (28-byte header, plus the payload for writes) goes into a batch sent with
 // one SENDMSG at a time (one send in flight keeps the byte stream ordered); one RECV at a time
 // fills a receive buffer that the incremental reply parser consumes, copying read data into the
-// tags' buffers. A finished tag is handed back to the queue by a NOP carrying its tag, since one
-// receive can finish many tags. Requests above the server's maximum payload are split and sent
-// one piece after the other. Requests other queues forward are tracked in slots after the queue's
-// own tags and answered on their queue's ring instead.
+// tags' buffers. A finished tag is completed at once through the queue's Completer, however many
+// one receive finishes. Requests above the server's maximum payload are split and sent one piece
+// after the other. Requests other queues forward are tracked in slots after the queue's own tags;
+// their results go to their queue's ring as CqeKind::kResult messages.
 //
 // Faults: a receive or send error, EOF or a malformed reply shuts the socket down; once both
 // operations came back, a Reconnector dials from its helper thread and the ring polls its
@@ -46,19 +46,17 @@ class Backend final : public server::Backend, private ReplyTargets {
           std::shared_ptr<Stats> stats);
   ~Backend() override;
 
-  absl::Status Attach(Ring& ring, int first_file) override;
-  int32_t Submit(uint16_t tag, const BlockIo& io) override;
-  int32_t OnCompletion(uint16_t tag, const io_uring_cqe& cqe) override;
+  absl::Status Attach(Ring& ring, int first_file, Completer completer) override;
+  void Submit(uint16_t tag, const BlockIo& io) override;
+  void OnCompletion(uint16_t tag, const io_uring_cqe& cqe) override;
 
   // Connection-level CQEs carry this tag (never a real one: ublk depths are at most 4096).
   static constexpr uint16_t kConnectionTag = 0xFFFF;
   // The message a forwarding queue posts to this backend's ring for its request in `slot`.
   static uint64_t ForwardedRequestUserData(uint32_t slot);
-  // The extra of the user_data this backend posts a forwarded request's result under.
-  static constexpr uint32_t kForwardedResultExtra = 2;
 
  private:
-  enum class Phase : uint8_t { kIdle, kQueued, kSent, kFinishing };
+  enum class Phase : uint8_t { kIdle, kQueued, kSent };
   enum class ConnState : uint8_t { kConnected, kDraining, kReconnecting };
   enum Event : uint8_t {
     kRecv = 1,
@@ -82,7 +80,7 @@ class Backend final : public server::Backend, private ReplyTargets {
     uint32_t done = 0;   // bytes of io covered by answered requests
     uint32_t chunk = 0;  // length of the request in flight
     uint64_t cookie = 0;
-    int32_t result = 0;
+    int32_t result = 0;  // a forwarded request's, kept until its queue got it
     ReplyTarget target;
     uint8_t header[kRequestHeaderBytes] = {};
   };
@@ -91,7 +89,7 @@ class Backend final : public server::Backend, private ReplyTargets {
   ReplyTarget* Find(uint64_t cookie) override;
   void Complete(uint64_t cookie) override;
 
-  int32_t Start(uint32_t slot, const BlockIo& io);
+  void Start(uint32_t slot, const BlockIo& io);
   void OnForwarded(uint32_t slot);
   void Reply(uint32_t slot);
   bool NextRequest(uint32_t slot);
@@ -115,6 +113,7 @@ class Backend final : public server::Backend, private ReplyTargets {
   std::unique_ptr<Reconnector> reconnector_;
   std::shared_ptr<Stats> stats_;
   Ring* ring_ = nullptr;
+  Completer completer_;
 
   UniqueFd socket_;
   ExportInfo info_;

@@ -6,47 +6,34 @@
 #include "server/nbd/backend.h"
 
 namespace blk::server::nbd {
-namespace {
-
-// The MSG_RING of a request failed, so queue 0 never saw it.
-constexpr uint32_t kForwardFailedExtra = 3;
-
-}  // namespace
 
 ForwardingBackend::ForwardingBackend(std::shared_ptr<SharedConnection> shared, uint16_t queue)
     : shared_(std::move(shared)), queue_(queue) {}
 
-absl::Status ForwardingBackend::Attach(Ring& ring, int /*first_file*/) {
+absl::Status ForwardingBackend::Attach(Ring& ring, int /*first_file*/, Completer completer) {
   owner_ring_fd_ = shared_->ring_fds[0].load(std::memory_order_acquire);
   if (owner_ring_fd_ < 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("NBD queue ", queue_, " shares queue 0's connection, which is not running"));
   }
   ring_ = &ring;
+  completer_ = completer;
   shared_->ring_fds[queue_].store(ring.get()->ring_fd, std::memory_order_release);
   return absl::OkStatus();
 }
 
-int32_t ForwardingBackend::Submit(uint16_t tag, const BlockIo& io) {
-  if (tag >= shared_->depth) return -EINVAL;
+void ForwardingBackend::Submit(uint16_t tag, const BlockIo& io) {
+  if (tag >= shared_->depth) return completer_.Complete(tag, -EINVAL);
   const uint32_t slot = shared_->Slot(queue_, tag);
   shared_->requests[slot] = io;
   io_uring_sqe* sqe = ring_->GetSqe();
   io_uring_prep_msg_ring(sqe, owner_ring_fd_, 0, nbd::Backend::ForwardedRequestUserData(slot), 0);
   sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-  sqe->user_data = EncodeUserData(CqeKind::kBackend, tag, kForwardFailedExtra);
-  return kInFlight;
+  sqe->user_data = EncodeUserData(CqeKind::kBackend, tag);
 }
 
-int32_t ForwardingBackend::OnCompletion(uint16_t /*tag*/, const io_uring_cqe& cqe) {
-  switch (ExtraOf(cqe.user_data)) {
-    case nbd::Backend::kForwardedResultExtra:
-      return cqe.res;
-    case kForwardFailedExtra:
-      return -EIO;
-    default:
-      return kInFlight;
-  }
+void ForwardingBackend::OnCompletion(uint16_t tag, const io_uring_cqe& cqe) {
+  if (cqe.res < 0) completer_.Complete(tag, -EIO);
 }
 
 }  // namespace blk::server::nbd

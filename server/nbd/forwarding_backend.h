@@ -1,6 +1,6 @@
 // The backend of a queue other than 0 on an NBD volume whose queues share one connection (see
-// shared_connection.h): it forwards each request to queue 0's ring and hands the result that
-// comes back on its own ring to its queue.
+// shared_connection.h): it forwards each request to queue 0's ring; the result comes back on its
+// own ring as a CqeKind::kResult message, which its queue completes without asking this backend.
 #pragma once
 
 #include <memory>
@@ -14,14 +14,16 @@ class ForwardingBackend final : public server::Backend {
  public:
   ForwardingBackend(std::shared_ptr<SharedConnection> shared, uint16_t queue);
 
-  absl::Status Attach(Ring& ring, int first_file) override;
-  int32_t Submit(uint16_t tag, const BlockIo& io) override;
-  int32_t OnCompletion(uint16_t tag, const io_uring_cqe& cqe) override;
+  absl::Status Attach(Ring& ring, int first_file, Completer completer) override;
+  void Submit(uint16_t tag, const BlockIo& io) override;
+  // Only a MSG_RING that failed (successful ones post no CQE here): queue 0 never saw the request.
+  void OnCompletion(uint16_t tag, const io_uring_cqe& cqe) override;
 
  private:
   std::shared_ptr<SharedConnection> shared_;
   const uint16_t queue_;
   Ring* ring_ = nullptr;
+  Completer completer_;
   int owner_ring_fd_ = -1;
 };
 

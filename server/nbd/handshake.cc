@@ -19,9 +19,11 @@ namespace {
 // Option replies longer than this are not trusted (a message or an info is a few bytes).
 constexpr uint32_t kMaxOptionReplyBytes = 64 * 1024;
 
+// Whatever errno says, a server that cannot be talked to is unavailable: worth another try.
 absl::Status SocketError(const Address& address, absl::string_view what, int err) {
   return absl::UnavailableError(
-      absl::StrCat("NBD server ", address.ToString(), ": ", what, ": ", strerrordesc_np(err)));
+      absl::ErrnoToStatus(err, absl::StrCat("NBD server ", address.ToString(), ": ", what))
+          .message());
 }
 
 void SetTimeouts(int fd, std::chrono::milliseconds timeout) {
@@ -148,13 +150,9 @@ std::string ReplyText(const std::vector<uint8_t>& payload) {
   return std::string(payload.begin(), payload.end());
 }
 
-}  // namespace
-
-absl::StatusOr<Connection> Connect(const Address& address, std::chrono::milliseconds timeout) {
-  absl::StatusOr<UniqueFd> fd = Dial(address, timeout);
-  if (!fd.ok()) return fd.status();
-  Wire wire(fd->get(), address);
-
+// The server's greeting, and our flags in answer: whether the server leaves out the 124 zero
+// bytes after the export info of NBD_OPT_EXPORT_NAME.
+absl::StatusOr<bool> Greet(Wire& wire, const Address& address) {
   uint8_t greeting[18];
   absl::Status status = wire.Read(greeting, sizeof(greeting));
   if (!status.ok()) return status;
@@ -175,35 +173,39 @@ absl::StatusOr<Connection> Connect(const Address& address, std::chrono::millisec
   PutU32(client_flags, kClientFlagFixedNewstyle | (no_zeroes ? kClientFlagNoZeroes : 0));
   status = wire.Write(client_flags, sizeof(client_flags));
   if (!status.ok()) return status;
+  return no_zeroes;
+}
 
-  Connection connection;
+// NBD_OPT_STRUCTURED_REPLY: whether the server will send structured replies.
+absl::StatusOr<bool> AskStructuredReplies(Wire& wire) {
+  absl::Status status = wire.SendOption(kOptStructuredReply, "");
+  if (!status.ok()) return status;
   OptionReplyHeader header;
   std::vector<uint8_t> payload;
-
-  status = wire.SendOption(kOptStructuredReply, "");
-  if (!status.ok()) return status;
   status = wire.ReadOptionReply(kOptStructuredReply, &header, &payload);
   if (!status.ok()) return status;
-  connection.info.structured_replies = header.type == kRepAck;
+  return header.type == kRepAck;
+}
 
-  status = wire.SendOption(kOptGo, GoOptionData(address.export_name));
+// NBD_OPT_GO: fills `info` from the server's replies; false when the server does not know GO
+// (NBD_OPT_EXPORT_NAME must be used instead).
+absl::StatusOr<bool> Go(Wire& wire, const Address& address, ExportInfo* info) {
+  absl::Status status = wire.SendOption(kOptGo, GoOptionData(address.export_name));
   if (!status.ok()) return status;
+  OptionReplyHeader header;
+  std::vector<uint8_t> payload;
   bool have_export = false;
-  bool use_export_name = false;
   for (;;) {
     status = wire.ReadOptionReply(kOptGo, &header, &payload);
     if (!status.ok()) return status;
     if (header.type == kRepInfo) {
-      status = ApplyInfoReply(payload.data(), payload.size(), &connection.info);
+      status = ApplyInfoReply(payload.data(), payload.size(), info);
       if (!status.ok()) return status;
       if (payload.size() >= 2 && GetU16(payload.data()) == kInfoExport) have_export = true;
       continue;
     }
     if (header.type == kRepAck) break;
-    if (header.type == kRepErrUnsup) {
-      use_export_name = true;
-      break;
-    }
+    if (header.type == kRepErrUnsup) return false;
     if (header.type & kRepFlagError) {
       return absl::NotFoundError(
           absl::StrCat("NBD server ", address.ToString(), " refused export \"", address.export_name,
@@ -211,21 +213,44 @@ absl::StatusOr<Connection> Connect(const Address& address, std::chrono::millisec
     }
     // Other reply types to GO are to be ignored.
   }
-  if (use_export_name) {
-    status = wire.SendOption(kOptExportName, address.export_name);
-    if (!status.ok()) return status;
-    uint8_t reply[10 + 124];
-    status = wire.Read(reply, no_zeroes ? 10 : sizeof(reply));
-    if (!status.ok()) return status;
-    connection.info.size = GetU64(reply);
-    connection.info.flags = GetU16(reply + 8);
-    have_export = true;
-  }
   if (!have_export) {
     return absl::DataLossError(
         absl::StrCat("NBD server ", address.ToString(), " did not describe the export"));
   }
-  status = ValidateBlockSizes(connection.info);
+  return true;
+}
+
+// NBD_OPT_EXPORT_NAME, the older way into the transmission phase: size and flags only.
+absl::Status ExportName(Wire& wire, const Address& address, bool no_zeroes, ExportInfo* info) {
+  absl::Status status = wire.SendOption(kOptExportName, address.export_name);
+  if (!status.ok()) return status;
+  uint8_t reply[10 + 124];
+  status = wire.Read(reply, no_zeroes ? 10 : sizeof(reply));
+  if (!status.ok()) return status;
+  info->size = GetU64(reply);
+  info->flags = GetU16(reply + 8);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Connection> Connect(const Address& address, std::chrono::milliseconds timeout) {
+  absl::StatusOr<UniqueFd> fd = Dial(address, timeout);
+  if (!fd.ok()) return fd.status();
+  Wire wire(fd->get(), address);
+  absl::StatusOr<bool> no_zeroes = Greet(wire, address);
+  if (!no_zeroes.ok()) return no_zeroes.status();
+  Connection connection;
+  absl::StatusOr<bool> structured = AskStructuredReplies(wire);
+  if (!structured.ok()) return structured.status();
+  connection.info.structured_replies = *structured;
+  absl::StatusOr<bool> went = Go(wire, address, &connection.info);
+  if (!went.ok()) return went.status();
+  if (!*went) {
+    absl::Status named = ExportName(wire, address, *no_zeroes, &connection.info);
+    if (!named.ok()) return named;
+  }
+  absl::Status status = ValidateBlockSizes(connection.info);
   if (!status.ok()) return status;
   SetTimeouts(fd->get(), std::chrono::milliseconds(0));
   connection.fd = std::move(*fd);

@@ -1,6 +1,5 @@
 #include "server/nbd/reconnector.h"
 
-#include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -8,6 +7,7 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 
 namespace blk::server::nbd {
 namespace {
@@ -22,7 +22,7 @@ absl::StatusOr<std::unique_ptr<Reconnector>> Reconnector::Create(Address address
   std::unique_ptr<Reconnector> r(new Reconnector(std::move(address)));
   r->event_fd_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!r->event_fd_.valid()) {
-    return absl::InternalError(absl::StrCat("eventfd for NBD reconnect: ", strerrordesc_np(errno)));
+    return absl::ErrnoToStatus(errno, "eventfd for NBD reconnect");
   }
   return r;
 }
@@ -31,12 +31,12 @@ Reconnector::~Reconnector() { Stop(); }
 
 void Reconnector::Start() {
   if (thread_.joinable()) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    absl::MutexLock lock(&mutex_);
     if (!ready_.has_value() && !stopping_) return;  // still dialing
   }
   if (thread_.joinable()) thread_.join();
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    absl::MutexLock lock(&mutex_);
     stopping_ = false;
     ready_.reset();
   }
@@ -48,7 +48,7 @@ std::optional<Connection> Reconnector::Take() {
   [[maybe_unused]] ssize_t n = ::read(event_fd_.get(), &count, sizeof(count));
   std::optional<Connection> connection;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    absl::MutexLock lock(&mutex_);
     connection = std::move(ready_);
     ready_.reset();
   }
@@ -58,10 +58,9 @@ std::optional<Connection> Reconnector::Take() {
 
 void Reconnector::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
+    absl::MutexLock lock(&mutex_);
+    stopping_ = true;  // ends the helper's backoff wait at once
   }
-  wake_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -69,7 +68,7 @@ void Reconnector::Run() {
   std::chrono::milliseconds backoff = kFirstBackoff;
   for (;;) {
     absl::StatusOr<Connection> connection = Connect(address_, kDialTimeout);
-    std::unique_lock<std::mutex> lock(mutex_);
+    absl::MutexLock lock(&mutex_);
     if (stopping_) return;
     if (connection.ok()) {
       ready_ = std::move(*connection);
@@ -78,7 +77,7 @@ void Reconnector::Run() {
       return;
     }
     // Backoff between attempts; Stop() interrupts it.
-    wake_.wait_for(lock, backoff, [this] { return stopping_; });
+    mutex_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(backoff));
     if (stopping_) return;
     backoff = std::min(backoff * 2, kMaxBackoff);
   }

@@ -5,11 +5,11 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <optional>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "server/nbd/handshake.h"
 #include "server/nbd/uri.h"
 #include "server/unique_fd.h"
@@ -38,11 +38,10 @@ class Reconnector {
 
   const Address address_;
   UniqueFd event_fd_;
-  std::thread thread_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
-  std::optional<Connection> ready_;
+  std::thread thread_;  // used by the queue thread only
+  absl::Mutex mutex_;
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  std::optional<Connection> ready_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace blk::server::nbd

@@ -6,11 +6,11 @@
 // (ForwardingBackend) writes the request into its slot here and forwards the slot index to
 // queue 0's ring with IORING_OP_MSG_RING; queue 0 runs it like its own (pipelining, splits above
 // the maximum payload, reconnect and resend, io_timeout) reading and writing the data straight in
-// the forwarding queue's buffer, and posts the result back to that queue's ring with MSG_RING (the
-// result in cqe->res). So no queue thread takes a lock or makes a blocking call per I/O: one SQE
-// each way, submitted with the ring's regular submit_and_wait. The alternatives cost more per I/O:
-// a lock around the socket serialises queue threads, and a connection thread adds a wake-up each
-// way.
+// the forwarding queue's buffer, and posts the result back to that queue's ring with MSG_RING (a
+// CqeKind::kResult CQE, the result in cqe->res), where that queue completes the tag. So no queue
+// thread takes a lock or makes a blocking call per I/O: one SQE each way, submitted with the ring's
+// regular submit_and_wait. The alternatives cost more per I/O: a lock around the socket serialises
+// queue threads, and a connection thread adds a wake-up each way.
 //
 // Ordering: a queue publishes its ring fd when its backend attaches, before it can forward; queue
 // 0 attaches first (queues start in order). Queue 0 must outlive the others' I/O: the device stops

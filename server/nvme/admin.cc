@@ -4,7 +4,6 @@
 
 #include <array>
 #include <cerrno>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "server/nvme/abi.h"
@@ -22,8 +21,10 @@ absl::Status Identify(int fd, uint32_t nsid, uint32_t cns,
   cmd.cdw10 = cns;
   const int rc = ::ioctl(fd, kIoctlAdminCmd, &cmd);
   if (rc < 0) {
+    // The controller did not answer: worth another try later, whatever errno says.
     return absl::UnavailableError(
-        absl::StrCat("Identify (CNS ", cns, ") ioctl failed: ", std::strerror(errno)));
+        absl::ErrnoToStatus(errno, absl::StrCat("Identify (CNS ", cns, ") ioctl failed"))
+            .message());
   }
   // A positive return is the NVMe status of a command the controller refused.
   if (rc > 0) {
@@ -38,8 +39,8 @@ absl::Status Identify(int fd, uint32_t nsid, uint32_t cns,
 absl::StatusOr<NamespaceProfile> IdentifyNamespace(int fd) {
   const int nsid = ::ioctl(fd, kIoctlId);
   if (nsid < 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "NVME_IOCTL_ID failed (", std::strerror(errno), "): not an NVMe namespace device"));
+    return absl::FailedPreconditionError(
+        absl::ErrnoToStatus(errno, "not an NVMe namespace device: NVME_IOCTL_ID failed").message());
   }
   std::array<uint8_t, kIdentifyBytes> page{};
   if (absl::Status s = Identify(fd, 0, kCnsController, page); !s.ok()) return s;

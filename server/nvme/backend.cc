@@ -9,41 +9,28 @@
 
 namespace blk::server {
 
-NvmeBackend::NvmeBackend(int fd, const nvme::NamespaceTarget& target, bool read_only,
-                         uint16_t queue_depth, uint32_t max_request_bytes,
-                         std::shared_ptr<NvmeStats> stats)
+NvmeBackend::NvmeBackend(int fd, const nvme::NamespaceTarget& target, uint16_t queue_depth,
+                         uint32_t max_request_bytes, std::shared_ptr<NvmeStats> stats)
     : fd_(fd),
       target_(target),
-      read_only_(read_only),
       commands_per_tag_(nvme::MaxCommandsPerRequest(target, max_request_bytes)),
       tags_(queue_depth),
       commands_(size_t{queue_depth} * commands_per_tag_),
       stats_(std::move(stats)) {}
 
-absl::Status NvmeBackend::Attach(Ring& ring, int first_file) {
+absl::Status NvmeBackend::Attach(Ring& ring, int first_file, Completer completer) {
   constexpr unsigned kBig = IORING_SETUP_SQE128 | IORING_SETUP_CQE32;
   if ((ring.setup_flags() & kBig) != kBig) {
     return absl::InternalError("NVMe passthrough needs a ring with 128-byte SQEs and 32-byte CQEs");
   }
   ring_ = &ring;
   file_index_ = first_file;
+  completer_ = completer;
   return absl::OkStatus();
 }
 
-int32_t NvmeBackend::Submit(uint16_t tag, const BlockIo& io) {
-  if (tag >= tags_.size()) return -EINVAL;
-  switch (io.op) {
-    case abi::kIoOpRead:
-    case abi::kIoOpFlush:
-      break;
-    case abi::kIoOpWrite:
-    case abi::kIoOpDiscard:
-    case abi::kIoOpWriteZeroes:
-      if (read_only_) return -EROFS;
-      break;
-    default:
-      return -EOPNOTSUPP;
-  }
+void NvmeBackend::Submit(uint16_t tag, const BlockIo& io) {
+  if (tag >= tags_.size()) return completer_.Complete(tag, -EINVAL);
   TagState& state = tags_[tag];
   const bool registered = io.buffer_index >= 0;
   nvme::BlockRequest request;
@@ -56,9 +43,9 @@ int32_t NvmeBackend::Submit(uint16_t tag, const BlockIo& io) {
   std::span<nvme::UringCmd> commands(commands_.data() + size_t{tag} * commands_per_tag_,
                                      commands_per_tag_);
   const int count = nvme::BuildCommands(target_, request, commands, &state.dsm);
-  if (count < 0) return count;
+  if (count < 0) return completer_.Complete(tag, count);
   const int32_t result = io.op == abi::kIoOpFlush ? 0 : static_cast<int32_t>(io.length);
-  if (count == 0) return result;
+  if (count == 0) return completer_.Complete(tag, result);
 
   const bool carries_data = io.op == abi::kIoOpRead || io.op == abi::kIoOpWrite;
   nvme::SqeBuffer buffer;
@@ -73,7 +60,7 @@ int32_t NvmeBackend::Submit(uint16_t tag, const BlockIo& io) {
     io_uring_sqe* sqe = ring_->GetSqe();
     if (sqe == nullptr) {
       // The ring is sized for every tag's commands, so this means it broke; fail the rest.
-      if (state.pending == 0) return -EIO;
+      if (state.pending == 0) return completer_.Complete(tag, -EIO);
       state.error = EIO;
       break;
     }
@@ -81,11 +68,10 @@ int32_t NvmeBackend::Submit(uint16_t tag, const BlockIo& io) {
                         EncodeUserData(CqeKind::kBackend, tag));
     ++state.pending;
   }
-  return kInFlight;
 }
 
-int32_t NvmeBackend::OnCompletion(uint16_t tag, const io_uring_cqe& cqe) {
-  if (tag >= tags_.size()) return -EINVAL;
+void NvmeBackend::OnCompletion(uint16_t tag, const io_uring_cqe& cqe) {
+  if (tag >= tags_.size()) return;
   TagState& state = tags_[tag];
   int error = nvme::ErrnoFromCompletion(cqe.res);
   if (error != 0 && nvme::NamespaceGone(cqe.res)) {
@@ -96,8 +82,8 @@ int32_t NvmeBackend::OnCompletion(uint16_t tag, const io_uring_cqe& cqe) {
     }
   }
   if (error != 0 && state.error == 0) state.error = error;
-  if (--state.pending > 0) return kInFlight;
-  return state.error != 0 ? -state.error : state.result;
+  if (--state.pending > 0) return;
+  completer_.Complete(tag, state.error != 0 ? -state.error : state.result);
 }
 
 }  // namespace blk::server

@@ -19,13 +19,13 @@ class NvmeBackend final : public Backend {
   // command arrays (discards and write-zeroes need one command within the device's limits).
   // A command that finds the namespace gone fails its request with EIO and is recorded in
   // `stats` (may be null).
-  NvmeBackend(int fd, const nvme::NamespaceTarget& target, bool read_only, uint16_t queue_depth,
+  NvmeBackend(int fd, const nvme::NamespaceTarget& target, uint16_t queue_depth,
               uint32_t max_request_bytes, std::shared_ptr<NvmeStats> stats = nullptr);
 
   std::vector<int> Files() const override { return {fd_}; }
-  absl::Status Attach(Ring& ring, int first_file) override;
-  int32_t Submit(uint16_t tag, const BlockIo& io) override;
-  int32_t OnCompletion(uint16_t tag, const io_uring_cqe& cqe) override;
+  absl::Status Attach(Ring& ring, int first_file, Completer completer) override;
+  void Submit(uint16_t tag, const BlockIo& io) override;
+  void OnCompletion(uint16_t tag, const io_uring_cqe& cqe) override;
 
  private:
   struct TagState {
@@ -37,9 +37,9 @@ class NvmeBackend final : public Backend {
 
   int fd_;
   nvme::NamespaceTarget target_;
-  bool read_only_;
   uint32_t commands_per_tag_;
   Ring* ring_ = nullptr;
+  Completer completer_;
   int file_index_ = -1;
   std::vector<TagState> tags_;
   std::vector<nvme::UringCmd> commands_;  // commands_per_tag_ per tag

@@ -1,7 +1,6 @@
 #include "server/nvme/storage.h"
 
 #include <fcntl.h>
-#include <string.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -21,7 +20,11 @@ absl::Status PathError(const std::string& path, absl::string_view what) {
 absl::StatusOr<UniqueFd> OpenNamespace(const std::string& path, bool read_only) {
   if (path.empty() || path.front() != '/') return PathError(path, "the path must be absolute");
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return PathError(path, strerrordesc_np(errno));
+  // Whatever errno says, a namespace path that cannot be used is a problem of the volume's spec.
+  if (::stat(path.c_str(), &st) != 0) {
+    return absl::InvalidArgumentError(
+        absl::ErrnoToStatus(errno, absl::StrCat("nvme backend ", path)).message());
+  }
   if (S_ISBLK(st.st_mode)) {
     return PathError(path,
                      "is a block device; NVMe volumes use the namespace's generic char device "
@@ -31,7 +34,10 @@ absl::StatusOr<UniqueFd> OpenNamespace(const std::string& path, bool read_only) 
     return PathError(path, "is not a character device (expected /dev/ngXnY)");
   }
   UniqueFd fd(::open(path.c_str(), (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC));
-  if (!fd.valid()) return PathError(path, absl::StrCat("open: ", strerrordesc_np(errno)));
+  if (!fd.valid()) {
+    return absl::InvalidArgumentError(
+        absl::ErrnoToStatus(errno, absl::StrCat("nvme backend ", path, ": open")).message());
+  }
   return fd;
 }
 
@@ -82,8 +88,8 @@ StorageTraits NvmeStorage::traits() const {
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> NvmeStorage::NewQueueBackend(uint16_t queue_depth) {
-  return std::make_unique<NvmeBackend>(fd_.get(), target_, config_.read_only, queue_depth,
-                                       config_.max_io_bytes, stats_);
+  return std::make_unique<NvmeBackend>(fd_.get(), target_, queue_depth, config_.max_io_bytes,
+                                       stats_);
 }
 
 absl::StatusOr<NvmeNamespaceInfo> ProbeNvmeNamespace(const std::string& path) {

@@ -1,7 +1,6 @@
 #include "server/ublk/control.h"
 
 #include <fcntl.h>
-#include <string.h>
 
 #include <cerrno>
 
@@ -12,29 +11,6 @@ namespace blk::server {
 namespace {
 
 constexpr uint16_t kNoQueue = 0xffff;
-
-std::string ErrnoText(int err) { return absl::StrCat(strerrordesc_np(err), " (errno ", err, ")"); }
-
-absl::Status ErrnoStatus(int err, absl::string_view what) {
-  std::string message = absl::StrCat(what, ": ", ErrnoText(err));
-  switch (err) {
-    case ENOENT:
-    case ENODEV:
-      return absl::NotFoundError(message);
-    case EPERM:
-    case EACCES:
-      return absl::PermissionDeniedError(message);
-    case EBUSY:
-      return absl::FailedPreconditionError(message);
-    case EEXIST:
-      return absl::AlreadyExistsError(message);
-    case EINVAL:
-    case EOPNOTSUPP:
-      return absl::InvalidArgumentError(message);
-    default:
-      return absl::InternalError(message);
-  }
-}
 
 }  // namespace
 
@@ -50,12 +26,12 @@ absl::StatusOr<std::unique_ptr<ControlDevice>> ControlDevice::Open() {
   if (!fd.valid()) {
     int err = errno;
     std::string hint = err == ENOENT ? " (is the ublk_drv module loaded?)" : "";
-    return ErrnoStatus(err, absl::StrCat("open ", kUblkControlPath, hint));
+    return absl::ErrnoToStatus(err, absl::StrCat("open ", kUblkControlPath, hint));
   }
   io_uring ring;
   int rc = io_uring_queue_init(4, &ring, IORING_SETUP_SQE128);
   if (rc < 0) {
-    return ErrnoStatus(-rc, "io_uring_queue_init(SQE128) for the ublk control device");
+    return absl::ErrnoToStatus(-rc, "io_uring_queue_init(SQE128) for the ublk control device");
   }
   std::unique_ptr<ControlDevice> control(new ControlDevice(std::move(fd), ring));
 
@@ -79,16 +55,16 @@ absl::StatusOr<int> ControlDevice::Execute(const char* name, uint32_t legacy_op,
   if (sqe == nullptr) return absl::InternalError(absl::StrCat(name, ": control ring is full"));
   PrepUblkCtrlCmd(sqe, fd_.get(), uses_ioctl_encoding() ? ioctl_op : legacy_op, cmd);
   int rc = io_uring_submit(&ring_);
-  if (rc < 0) return ErrnoStatus(-rc, absl::StrCat("submit ublk ", name));
+  if (rc < 0) return absl::ErrnoToStatus(-rc, absl::StrCat("submit ublk ", name));
   io_uring_cqe* cqe = nullptr;
   do {
     rc = io_uring_wait_cqe(&ring_, &cqe);
   } while (rc == -EINTR);
-  if (rc < 0) return ErrnoStatus(-rc, absl::StrCat("wait for ublk ", name));
+  if (rc < 0) return absl::ErrnoToStatus(-rc, absl::StrCat("wait for ublk ", name));
   int res = cqe->res;
   io_uring_cqe_seen(&ring_, cqe);
   if (res < 0) {
-    return ErrnoStatus(-res, absl::StrCat("ublk ", name, " (dev ", cmd.dev_id, ")"));
+    return absl::ErrnoToStatus(-res, absl::StrCat("ublk ", name, " (dev ", cmd.dev_id, ")"));
   }
   return res;
 }
@@ -170,8 +146,11 @@ absl::Status ControlDevice::DelDev(uint32_t dev_id, bool wait) {
     absl::Status deleted =
         Execute("DEL_DEV_ASYNC", abi::kUCmdDelDevAsync, abi::kUCmdDelDevAsync, DeviceCmd(dev_id))
             .status();
-    // Kernels before 6.9 do not know the command.
-    if (deleted.code() != absl::StatusCode::kInvalidArgument) return deleted;
+    // Kernels before 6.9 do not know the command (EINVAL, or EOPNOTSUPP).
+    if (deleted.code() != absl::StatusCode::kInvalidArgument &&
+        deleted.code() != absl::StatusCode::kUnimplemented) {
+      return deleted;
+    }
   }
   return Execute("DEL_DEV", abi::kCmdDelDev, abi::kUCmdDelDev, DeviceCmd(dev_id)).status();
 }

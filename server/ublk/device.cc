@@ -3,16 +3,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <string.h>
-#include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <fstream>
-#include <string_view>
-#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -39,7 +35,7 @@ absl::StatusOr<UniqueFd> OpenCharDevice(const std::string& path) {
     const int err = errno;
     // EBUSY: a previous server's descriptor is still being released (recovery).
     if ((err != ENOENT && err != EBUSY) || std::chrono::steady_clock::now() >= deadline) {
-      return absl::InternalError(absl::StrCat("open ", path, ": ", strerrordesc_np(err)));
+      return absl::ErrnoToStatus(err, absl::StrCat("open ", path));
     }
     ::poll(nullptr, 0, 10);  // the node appears asynchronously; nothing to wait on but time
   }
@@ -56,11 +52,6 @@ absl::StatusOr<DeviceNumber> DiskNumber(uint32_t dev_id) {
     return absl::NotFoundError(absl::StrCat("cannot read ", path));
   }
   return DeviceNumber{major, minor, /*block=*/true};
-}
-
-bool TestCrashAfterAddDev() {
-  const char* value = ::getenv("BLK_TEST_CRASH_AFTER_ADD_DEV");
-  return value != nullptr && std::string_view(value) == "1";
 }
 
 const char* StateName(uint16_t state) {
@@ -133,7 +124,7 @@ std::string Device::char_path() const { return absl::StrCat("/dev/ublkc", dev_id
 absl::StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceConfig& config,
                                                        uint32_t dev_id) {
   if (absl::Status valid = ValidateDeviceConfig(config); !valid.ok()) return valid;
-  absl::StatusOr<std::unique_ptr<Storage>> storage = OpenStorage(config);
+  absl::StatusOr<std::unique_ptr<Storage>> storage = OpenStorage(config, OpenPurpose::kCreate);
   if (!storage.ok()) return storage.status();
   absl::StatusOr<std::unique_ptr<ControlDevice>> control = ControlDevice::Open();
   if (!control.ok()) {
@@ -147,8 +138,7 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceConfig& confi
     (*storage)->AbandonCreated();
     return info.status();
   }
-  // Test hook: a crash between ADD_DEV and START_DEV, which the next agent must clean up.
-  if (TestCrashAfterAddDev()) ::_exit(86);
+  if (config.after_add_dev) config.after_add_dev(info->dev_id);
 
   // From here the kernel device exists: the Device owns it, and its destructor removes it.
   std::unique_ptr<Device> device(
@@ -158,10 +148,7 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceConfig& confi
   const uint32_t max_io_bytes = std::min(info->max_io_buf_bytes, config.max_io_bytes);
   absl::Status started = device->control_->SetParams(
       device->dev_id_, BuildParams(config, max_io_bytes, device->storage_->traits()));
-  if (started.ok()) started = device->StartQueues(max_io_bytes);
-  // Every queue has a fetch pending for every tag, so START_DEV does not wait forever.
-  if (started.ok()) started = device->control_->StartDev(device->dev_id_, ::getpid());
-  if (started.ok()) device->started_ = true;
+  if (started.ok()) started = device->StartNew(max_io_bytes);
   if (!started.ok()) {
     device->Stop(/*force=*/true).IgnoreError();
     device->storage_->AbandonCreated();
@@ -174,15 +161,11 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceConfig& confi
 absl::StatusOr<std::unique_ptr<Device>> Device::Recover(uint32_t dev_id,
                                                         const DeviceConfig& config) {
   if (absl::Status valid = ValidateDeviceConfig(config); !valid.ok()) return valid;
-  if (const auto* file = std::get_if<FileBackendConfig>(&config.backend)) {
-    struct stat st {};
-    if (::stat(file->path.c_str(), &st) != 0) {
-      return absl::NotFoundError(absl::StrCat("backing file ", file->path, " of ublk device ",
-                                              dev_id, ": ", strerrordesc_np(errno)));
-    }
+  absl::StatusOr<std::unique_ptr<Storage>> storage = OpenStorage(config, OpenPurpose::kRecover);
+  if (!storage.ok()) {
+    return absl::Status(storage.status().code(), absl::StrCat("recover ublk device ", dev_id, ": ",
+                                                              storage.status().message()));
   }
-  absl::StatusOr<std::unique_ptr<Storage>> storage = OpenStorage(config);
-  if (!storage.ok()) return storage.status();
   absl::StatusOr<std::unique_ptr<ControlDevice>> control = ControlDevice::Open();
   if (!control.ok()) return control.status();
   absl::StatusOr<abi::CtrlDevInfo> info = BeginRecovery(**control, dev_id);
@@ -196,16 +179,31 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Recover(uint32_t dev_id,
       new Device(kernel_config, std::move(*control), std::move(*storage), dev_id));
   device->device_flags_ = info->flags;
   const uint32_t max_io_bytes = std::min(info->max_io_buf_bytes, config.max_io_bytes);
-  absl::Status recovered = device->StartQueues(max_io_bytes);
-  if (recovered.ok()) recovered = device->control_->EndUserRecovery(dev_id, ::getpid());
+  absl::Status recovered = device->EndRecovery(max_io_bytes);
   if (!recovered.ok()) {
     // Leave the device quiesced: its I/O waits for a later attempt instead of failing.
     device->Detach();
     return absl::Status(recovered.code(),
                         absl::StrCat("recover ublk device ", dev_id, ": ", recovered.message()));
   }
-  device->started_ = true;
   return device;
+}
+
+absl::Status Device::StartNew(uint32_t max_io_bytes) {
+  absl::MutexLock lock(&mutex_);
+  absl::Status started = StartQueues(max_io_bytes);
+  // Every queue has a fetch pending for every tag, so START_DEV does not wait forever.
+  if (started.ok()) started = control_->StartDev(dev_id_, ::getpid());
+  if (started.ok()) started_ = true;
+  return started;
+}
+
+absl::Status Device::EndRecovery(uint32_t max_io_bytes) {
+  absl::MutexLock lock(&mutex_);
+  absl::Status recovered = StartQueues(max_io_bytes);
+  if (recovered.ok()) recovered = control_->EndUserRecovery(dev_id_, ::getpid());
+  if (recovered.ok()) started_ = true;
+  return recovered;
 }
 
 absl::Status Device::StartQueues(uint32_t max_io_bytes) {
@@ -223,6 +221,7 @@ absl::Status Device::StartQueues(uint32_t max_io_bytes) {
     setup.char_fd = char_fd_.get();
     setup.ioctl_encoding = (device_flags_ & abi::kFCmdIoctlEncode) != 0;
     setup.storage = storage_->traits();
+    setup.read_only = config_.read_only;
     // The kernel's flags decide (a recovered device keeps the mode it was created with).
     setup.auto_buf_reg = (device_flags_ & abi::kFAutoBufReg) != 0;
     setup.poll = config_.poll;
@@ -260,7 +259,7 @@ void Device::EndQueues() {
 }
 
 void Device::Detach() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  absl::MutexLock lock(&mutex_);
   if (released_) return;
   EndQueues();
   char_fd_.Reset();
@@ -286,7 +285,7 @@ absl::Status Device::RefuseIfOpen() {
 }
 
 absl::Status Device::Stop(bool force) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  absl::MutexLock lock(&mutex_);
   if (released_) return absl::OkStatus();
   if (started_) {
     if (!force) {

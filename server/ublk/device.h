@@ -4,12 +4,13 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "server/backend.h"
 #include "server/backend_config.h"
 #include "server/ublk/control.h"
@@ -85,16 +86,20 @@ class Device {
  private:
   Device(const DeviceConfig& config, std::unique_ptr<ControlDevice> control,
          std::unique_ptr<Storage> storage, uint32_t dev_id);
+  // Starts the queues, then START_DEV (Create) or END_USER_RECOVERY (Recover).
+  absl::Status StartNew(uint32_t max_io_bytes);
+  absl::Status EndRecovery(uint32_t max_io_bytes);
   // Opens /dev/ublkcN and starts one thread per queue, each with a FETCH pending for every tag.
-  absl::Status StartQueues(uint32_t max_io_bytes);
-  absl::Status RefuseIfOpen();
+  absl::Status StartQueues(uint32_t max_io_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  absl::Status RefuseIfOpen() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Asks every queue thread to end and waits for them, queue 0 last.
-  void EndQueues();
+  void EndQueues() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Ends the queue threads, closes /dev/ublkcN and deletes the kernel device; waits for the
   // deletion to finish only when nobody can still hold the device open.
-  absl::Status TearDown(bool wait_for_delete);
+  absl::Status TearDown(bool wait_for_delete) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
-  std::mutex mutex_;
+  // Serialises starting, stopping and detaching (the control device is used under it too).
+  absl::Mutex mutex_;
   DeviceConfig config_;
   // Declared before queues_: the queue threads write into it until they are joined.
   std::unique_ptr<QueueStats[]> queue_stats_;
@@ -103,10 +108,11 @@ class Device {
   uint32_t dev_id_;
   uint64_t kernel_features_ = 0;
   uint64_t device_flags_ = 0;
-  UniqueFd char_fd_;
-  std::vector<std::unique_ptr<Queue>> queues_;
-  bool started_ = false;
-  bool released_ = false;  // deleted or detached: the kernel device is no longer ours
+  UniqueFd char_fd_ ABSL_GUARDED_BY(mutex_);
+  std::vector<std::unique_ptr<Queue>> queues_ ABSL_GUARDED_BY(mutex_);
+  bool started_ ABSL_GUARDED_BY(mutex_) = false;
+  // Deleted or detached: the kernel device is no longer ours.
+  bool released_ ABSL_GUARDED_BY(mutex_) = false;
 };
 
 }  // namespace blk::server

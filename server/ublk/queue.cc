@@ -2,7 +2,6 @@
 
 #include <poll.h>
 #include <pthread.h>
-#include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
@@ -15,6 +14,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "server/ublk/io_admission.h"
 #include "server/ublk/uring_cmd.h"
 
 namespace blk::server {
@@ -47,10 +47,6 @@ uint64_t MonotonicNs() {
   return uint64_t(now.tv_sec) * 1'000'000'000 + uint64_t(now.tv_nsec);
 }
 
-absl::Status ErrnoStatus(int err, absl::string_view what) {
-  return absl::InternalError(absl::StrCat(what, ": ", strerrordesc_np(err)));
-}
-
 }  // namespace
 
 Queue::Queue(QueueSetup setup) : setup_(std::move(setup)) {}
@@ -62,7 +58,7 @@ absl::StatusOr<std::unique_ptr<Queue>> Queue::Start(QueueSetup setup) {
   }
   std::unique_ptr<Queue> queue(new Queue(std::move(setup)));
   queue->stop_fd_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!queue->stop_fd_.valid()) return ErrnoStatus(errno, "eventfd for queue stop");
+  if (!queue->stop_fd_.valid()) return absl::ErrnoToStatus(errno, "eventfd for queue stop");
   std::promise<absl::Status> started;
   std::future<absl::Status> started_future = started.get_future();
   queue->thread_ =
@@ -130,6 +126,15 @@ void Queue::Run(std::promise<absl::Status>* started) {
 }
 
 absl::Status Queue::Prepare() {
+  NameAndPinThread();
+  if (absl::Status s = MapDescriptorsAndBuffers(); !s.ok()) return s;
+  if (absl::Status s = CreateRing(); !s.ok()) return s;
+  if (absl::Status s = RegisterBuffers(); !s.ok()) return s;
+  if (absl::Status s = RegisterFilesAndAttach(); !s.ok()) return s;
+  return FetchEveryTag();
+}
+
+void Queue::NameAndPinThread() {
   // Operators and tests find the thread by this name (at most 15 characters).
   char name[16];
   std::snprintf(name, sizeof(name), "blkq%u-%u", setup_.device_id, unsigned{setup_.queue_id});
@@ -138,12 +143,14 @@ absl::Status Queue::Prepare() {
       ::sched_setaffinity(0, sizeof(setup_.thread_cpus), &setup_.thread_cpus) == 0) {
     pinned_.store(true, std::memory_order_relaxed);
   }
+}
 
+absl::Status Queue::MapDescriptorsAndBuffers() {
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   const size_t desc_bytes = abi::DescAreaBytes(setup_.depth, page);
   void* desc = ::mmap(nullptr, desc_bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, setup_.char_fd,
                       static_cast<off_t>(abi::DescAreaOffset(setup_.queue_id, page)));
-  if (desc == MAP_FAILED) return ErrnoStatus(errno, "mmap of the I/O descriptors");
+  if (desc == MAP_FAILED) return absl::ErrnoToStatus(errno, "mmap of the I/O descriptors");
   descriptors_ = Mapping(desc, desc_bytes);
 
   // Zero copy needs no buffers of ours: the kernel lends the request's pages.
@@ -151,12 +158,15 @@ absl::Status Queue::Prepare() {
     const size_t buffer_bytes = size_t{setup_.depth} * setup_.max_io_bytes;
     void* buffers =
         ::mmap(nullptr, buffer_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (buffers == MAP_FAILED) return ErrnoStatus(errno, "mmap of the I/O buffers");
+    if (buffers == MAP_FAILED) return absl::ErrnoToStatus(errno, "mmap of the I/O buffers");
     buffers_ = Mapping(buffers, buffer_bytes);
   }
   op_of_tag_.assign(setup_.depth, 0);
   start_ns_of_tag_.assign(setup_.depth, 0);
+  return absl::OkStatus();
+}
 
+absl::Status Queue::CreateRing() {
   // Each tag has at most one ublk command and its backend SQEs in flight, plus the stop poll.
   const unsigned sqes_per_io = std::max(1u, setup_.storage.max_sqes_per_io);
   const unsigned entries = std::bit_ceil((1u + sqes_per_io) * setup_.depth + 1);
@@ -164,10 +174,14 @@ absl::Status Queue::Prepare() {
       Ring::Create(entries, setup_.storage.big_ring_entries);
   if (!ring.ok()) return ring.status();
   ring_ = std::move(*ring);
+  return absl::OkStatus();
+}
+
+absl::Status Queue::RegisterBuffers() {
   if (setup_.auto_buf_reg) {
     // The table the kernel registers each tag's request pages into, at index <tag>.
     int rc = io_uring_register_buffers_sparse(ring_->get(), setup_.depth);
-    if (rc < 0) return ErrnoStatus(-rc, "io_uring_register_buffers_sparse");
+    if (rc < 0) return absl::ErrnoToStatus(-rc, "io_uring_register_buffers_sparse");
   } else if (setup_.storage.registered_buffers) {
     // Fixed buffers spare the backend's commands a page pinning per I/O; index = tag.
     std::vector<iovec> tag_buffers(setup_.depth);
@@ -175,16 +189,21 @@ absl::Status Queue::Prepare() {
       tag_buffers[tag] = {BufferOf(tag), setup_.max_io_bytes};
     }
     int rc = io_uring_register_buffers(ring_->get(), tag_buffers.data(), setup_.depth);
-    if (rc < 0) return ErrnoStatus(-rc, "io_uring_register_buffers of the I/O buffers");
+    if (rc < 0) return absl::ErrnoToStatus(-rc, "io_uring_register_buffers of the I/O buffers");
   }
+  return absl::OkStatus();
+}
 
+absl::Status Queue::RegisterFilesAndAttach() {
   std::vector<int> files = {setup_.char_fd};
   for (int fd : setup_.backend->Files()) files.push_back(fd);
   int rc = io_uring_register_files(ring_->get(), files.data(), static_cast<unsigned>(files.size()));
-  if (rc < 0) return ErrnoStatus(-rc, "io_uring_register_files");
-  absl::Status attached = setup_.backend->Attach(*ring_, kFirstBackendFileIndex);
-  if (!attached.ok()) return attached;
+  if (rc < 0) return absl::ErrnoToStatus(-rc, "io_uring_register_files");
+  return setup_.backend->Attach(*ring_, kFirstBackendFileIndex,
+                                Completer(&Queue::CompleteFromBackend, this));
+}
 
+absl::Status Queue::FetchEveryTag() {
   io_uring_sqe* sqe = ring_->GetSqe();
   io_uring_prep_poll_add(sqe, stop_fd_.get(), POLLIN);
   sqe->user_data = EncodeUserData(CqeKind::kStop, 0);
@@ -195,13 +214,13 @@ absl::Status Queue::Prepare() {
     if (sqe == nullptr) return absl::InternalError("no SQE for FETCH_REQ");
     PrepFetch(sqe, tag, fetch_op, 0);
   }
-  rc = io_uring_submit(ring_->get());
-  if (rc < 0) return ErrnoStatus(-rc, "submit FETCH_REQ");
+  int rc = io_uring_submit(ring_->get());
+  if (rc < 0) return absl::ErrnoToStatus(-rc, "submit FETCH_REQ");
   // A FETCH_REQ the kernel refused completes at once; catch that before START_DEV waits for it.
   io_uring_cqe* cqe = nullptr;
   if (io_uring_peek_cqe(ring_->get(), &cqe) == 0 && cqe != nullptr &&
       KindOf(cqe->user_data) == CqeKind::kUblkCmd && cqe->res < 0) {
-    return ErrnoStatus(-cqe->res, absl::StrCat("FETCH_REQ of tag ", TagOf(cqe->user_data)));
+    return absl::ErrnoToStatus(-cqe->res, absl::StrCat("FETCH_REQ of tag ", TagOf(cqe->user_data)));
   }
   return absl::OkStatus();
 }
@@ -213,7 +232,8 @@ void Queue::Loop() {
     // completions (none would appear while spinning in user space alone).
     int rc = setup_.poll ? io_uring_submit_and_get_events(ring) : io_uring_submit_and_wait(ring, 1);
     if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
-      loop_status_ = ErrnoStatus(-rc, absl::StrCat("queue ", id(), " io_uring_submit_and_wait"));
+      loop_status_ =
+          absl::ErrnoToStatus(-rc, absl::StrCat("queue ", id(), " io_uring_submit_and_wait"));
       return;
     }
     if (setup_.count_io) StartTurn();
@@ -228,7 +248,10 @@ void Queue::Loop() {
           OnUblkCompletion(TagOf(user_data), cqe->res);
           break;
         case CqeKind::kBackend:
-          OnBackendCompletion(TagOf(user_data), *cqe);
+          setup_.backend->OnCompletion(TagOf(user_data), *cqe);
+          break;
+        case CqeKind::kResult:
+          Complete(TagOf(user_data), cqe->res);
           break;
         case CqeKind::kStop:
           stop_requested_ = true;
@@ -256,7 +279,7 @@ void Queue::OnUblkCompletion(uint16_t tag, int32_t res) {
     // kernel refused the command; the tag is equally dead.
     ++aborted_;
     if (res != abi::kIoResAbort && loop_status_.ok()) {
-      loop_status_ = ErrnoStatus(-res, absl::StrCat("ublk I/O command for tag ", tag));
+      loop_status_ = absl::ErrnoToStatus(-res, absl::StrCat("ublk I/O command for tag ", tag));
     }
     return;
   }
@@ -271,26 +294,24 @@ void Queue::OnUblkCompletion(uint16_t tag, int32_t res) {
   if (setup_.auto_buf_reg || setup_.storage.registered_buffers) io.buffer_index = tag;
   op_of_tag_[tag] = io.op;
   start_ns_of_tag_[tag] = turn_ns_;
+  ++in_backend_;
   if ((io.op == abi::kIoOpRead || io.op == abi::kIoOpWrite) && length > setup_.max_io_bytes) {
-    Commit(tag, -EIO);
+    Complete(tag, -EIO);
     return;
   }
-  ++in_backend_;
-  const int32_t result = setup_.backend->Submit(tag, io);
-  if (result != kInFlight) {
-    --in_backend_;
-    Commit(tag, result);
+  if (const int32_t refused = AdmitIo(io.op, setup_.read_only, setup_.storage); refused != 0) {
+    Complete(tag, refused);
+    return;
   }
+  setup_.backend->Submit(tag, io);
 }
 
-void Queue::OnBackendCompletion(uint16_t tag, const io_uring_cqe& cqe) {
-  const int32_t result = setup_.backend->OnCompletion(tag, cqe);
-  if (result == kInFlight) return;
+void Queue::CompleteFromBackend(void* queue, uint16_t tag, int32_t result) {
+  static_cast<Queue*>(queue)->Complete(tag, result);
+}
+
+void Queue::Complete(uint16_t tag, int32_t result) {
   --in_backend_;
-  Commit(tag, result);
-}
-
-void Queue::Commit(uint16_t tag, int32_t result) {
   if (setup_.count_io) {
     IoCounters& counters = setup_.stats->counters;
     counters.Record(KindOfOp(op_of_tag_[tag]), result, turn_ns_ - start_ns_of_tag_[tag]);

@@ -30,6 +30,7 @@ struct QueueSetup {
   cpu_set_t hctx_cpus{};        // the CPUs whose I/O the kernel sends to this queue
   cpu_set_t thread_cpus{};      // where the thread runs (see QueuePlacement); empty: no pinning
   std::unique_ptr<Backend> backend;
+  bool read_only = false;       // writes, discards and write-zeroes fail with EROFS (AdmitIo)
   QueueStats* stats = nullptr;  // where the queue publishes its counters; outlives the queue
   bool count_io = true;         // false: no per-I/O statistics at all (their cost measured off)
   StorageTraits storage;        // the ring the backend needs
@@ -40,7 +41,8 @@ struct QueueSetup {
 
 // One ublk queue: a thread named "blkq<device>-<queue>" and pinned to its CPUs, owning one io_uring
 // that carries both the ublk I/O commands and the backend's I/O. The loop: fetch, hand to the
-// backend, commit the result (which fetches the tag's next request).
+// backend, and when the backend completes the tag (through the Completer it got at Attach),
+// commit the result, which fetches the tag's next request.
 class Queue {
  public:
   // Starts the thread and returns once it has a FETCH_REQ pending for every tag (START_DEV waits
@@ -66,11 +68,20 @@ class Queue {
  private:
   explicit Queue(QueueSetup setup);
   void Run(std::promise<absl::Status>* started);
+  // Prepare's steps, in this order.
   absl::Status Prepare();
+  void NameAndPinThread();
+  absl::Status MapDescriptorsAndBuffers();
+  absl::Status CreateRing();
+  absl::Status RegisterBuffers();
+  absl::Status RegisterFilesAndAttach();
+  absl::Status FetchEveryTag();
+
   void Loop();
   void OnUblkCompletion(uint16_t tag, int32_t res);
-  void OnBackendCompletion(uint16_t tag, const io_uring_cqe& cqe);
-  void Commit(uint16_t tag, int32_t result);
+  // The tag's request is done: counters, then COMMIT_AND_FETCH_REQ with its result.
+  void Complete(uint16_t tag, int32_t result);
+  static void CompleteFromBackend(void* queue, uint16_t tag, int32_t result);
   // Once per loop turn: the time and the CPU that this turn's requests are attributed to.
   void StartTurn();
   char* BufferOf(uint16_t tag) const;
@@ -91,7 +102,7 @@ class Queue {
   std::vector<uint64_t> start_ns_of_tag_;  // when the queue received the tag's request
   uint64_t turn_ns_ = 0;                   // CLOCK_MONOTONIC at the start of this loop turn
   bool turn_local_ = false;                // this turn runs on a CPU of the hctx set
-  uint32_t in_backend_ = 0;
+  uint32_t in_backend_ = 0;                // tags fetched and not completed yet
   uint32_t aborted_ = 0;
   bool stop_requested_ = false;
 };

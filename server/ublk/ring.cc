@@ -1,7 +1,5 @@
 #include "server/ublk/ring.h"
 
-#include <string.h>
-
 #include <cerrno>
 
 #include "absl/status/status.h"
@@ -32,9 +30,8 @@ absl::StatusOr<std::unique_ptr<Ring>> Ring::Create(unsigned entries, bool big_en
     }
     if (rc != -EINVAL) break;
   }
-  return absl::InternalError(absl::StrCat("io_uring_queue_init(", entries, " entries",
-                                          big_entries ? ", SQE128|CQE32" : "",
-                                          "): ", strerrordesc_np(-rc)));
+  return absl::ErrnoToStatus(-rc, absl::StrCat("io_uring_queue_init(", entries, " entries",
+                                               big_entries ? ", SQE128|CQE32" : "", ")"));
 }
 
 Ring::~Ring() { io_uring_queue_exit(&ring_); }

@@ -9,8 +9,16 @@
 
 namespace blk::server {
 
-// What a completion belongs to, kept in the top byte of user_data.
-enum class CqeKind : uint8_t { kUblkCmd = 1, kBackend = 2, kStop = 3 };
+// What a completion belongs to, kept in the top byte of user_data; the tag follows, and 32 bits
+// the backend may use as it likes (kBackend only).
+enum class CqeKind : uint8_t {
+  kUblkCmd = 1,  // a ublk I/O command of the tag
+  kBackend = 2,  // the backend's own operation, handed to Backend::OnCompletion
+  kStop = 3,     // the queue's stop eventfd
+  // The tag's final result in cqe->res, posted to this ring by another ring's thread
+  // (IORING_OP_MSG_RING): the queue completes the tag without asking its backend.
+  kResult = 4,
+};
 
 inline constexpr uint64_t EncodeUserData(CqeKind kind, uint16_t tag, uint32_t extra = 0) {
   return (uint64_t{static_cast<uint8_t>(kind)} << 56) | (uint64_t{tag} << 32) | extra;

@@ -1,7 +1,6 @@
 #include "server/ublk/rq_affinity.h"
 
 #include <fcntl.h>
-#include <string.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,11 +15,6 @@ namespace {
 
 std::string PathIn(const std::string& queue_dir) { return queue_dir + "/rq_affinity"; }
 
-absl::Status ErrnoError(int err, const std::string& what) {
-  const std::string message = absl::StrCat(what, ": ", strerrordesc_np(err));
-  return err == ENOENT ? absl::NotFoundError(message) : absl::InternalError(message);
-}
-
 }  // namespace
 
 std::string UblkQueueSysfsDir(uint32_t dev_id) {
@@ -33,11 +27,11 @@ absl::Status WriteRqAffinity(const std::string& queue_dir, uint32_t value) {
   }
   const std::string path = PathIn(queue_dir);
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoError(errno, absl::StrCat("open ", path));
+  if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
   const std::string text = absl::StrCat(value, "\n");
   // sysfs takes a store in one write; a short write did not happen.
   if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
-    return ErrnoError(errno, absl::StrCat("write ", path));
+    return absl::ErrnoToStatus(errno, absl::StrCat("write ", path));
   }
   return absl::OkStatus();
 }
@@ -45,10 +39,10 @@ absl::Status WriteRqAffinity(const std::string& queue_dir, uint32_t value) {
 absl::StatusOr<uint32_t> ReadRqAffinity(const std::string& queue_dir) {
   const std::string path = PathIn(queue_dir);
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoError(errno, absl::StrCat("open ", path));
+  if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
   char text[16];
   const ssize_t n = ::read(fd.get(), text, sizeof(text) - 1);
-  if (n < 0) return ErrnoError(errno, absl::StrCat("read ", path));
+  if (n < 0) return absl::ErrnoToStatus(errno, absl::StrCat("read ", path));
   uint32_t value = 0;
   if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(absl::string_view(text, n)), &value)) {
     return absl::DataLossError(absl::StrCat(path, " does not hold a number"));

@@ -31,6 +31,9 @@ class NbdBackendTest : public ::testing::Test {
     dir_ = dir_template;
   }
   void TearDown() override {
+    if (driver_) {
+      EXPECT_EQ(driver_->unexpected_completions, 0);
+    }
     driver_.reset();
     storage_.reset();
     kit_.reset();
@@ -270,7 +273,7 @@ TEST_F(NbdBackendTest, ReadOnlyExportNeedsAReadOnlyVolume) {
   EXPECT_NE(status.message().find("read-only"), absl::string_view::npos) << status;
   ASSERT_TRUE(Open(kit_->uri(), 30000, kExportBytes, /*read_only=*/true).ok());
   EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 4096)), 4096);
-  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, 0, 4096)), -EROFS);
+  // Writes never reach the backend of a read-only device: the queue answers EROFS (AdmitIo).
 }
 
 TEST_F(NbdBackendTest, UnknownExportIsRefusedWithTheServerMessage) {

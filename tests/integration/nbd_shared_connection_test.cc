@@ -154,7 +154,7 @@ class NbdSharedConnectionTest : public ::testing::Test {
 
   // Runs one I/O on `queue`'s thread; its result.
   int32_t RunOn(uint16_t queue, const BlockIo& io) {
-    int32_t result = kInFlight;
+    int32_t result = testing_nbd::kNotCompleted;
     queues_[queue]
         ->Post([&](Driver& driver) {
           result = driver.RunOne(io);

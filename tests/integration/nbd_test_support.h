@@ -18,6 +18,7 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -168,7 +169,11 @@ class NbdKit {
   pid_t pid_ = -1;
 };
 
-// Does what the queue thread does for the backend: submits I/Os per tag and feeds it the CQEs.
+// A result Driver::Run reports for a request that did not complete before its deadline.
+inline constexpr int32_t kNotCompleted = std::numeric_limits<int32_t>::min();
+
+// Does what the queue thread does for the backend: submits I/Os per tag, feeds it the CQEs and
+// takes the results it completes (through the Completer, or as kResult CQEs on the ring).
 class Driver {
  public:
   static constexpr uint32_t kMaxIoBytes = 1024 * 1024;
@@ -176,39 +181,31 @@ class Driver {
   Driver(std::unique_ptr<Backend> backend, uint16_t depth)
       : backend_(std::move(backend)), depth_(depth), buffers_(size_t{depth} * kMaxIoBytes) {
     ring_ = std::move(*Ring::Create(512));
-    attach_status_ = backend_->Attach(*ring_, 0);
+    attach_status_ = backend_->Attach(*ring_, 0, Completer(&Driver::Completed, this));
   }
   const absl::Status& attach_status() const { return attach_status_; }
   uint8_t* Buffer(uint16_t tag) { return buffers_.data() + size_t{tag} * kMaxIoBytes; }
 
-  // Runs ios[i] on tag i, all at once; results in order. kInFlight for any still pending at the
-  // deadline.
+  // Runs ios[i] on tag i, all at once; results in order. kNotCompleted for any still pending at
+  // the deadline.
   std::vector<int32_t> Run(std::vector<BlockIo> ios,
                            std::chrono::milliseconds limit = std::chrono::seconds(30)) {
-    std::vector<int32_t> results(ios.size(), kInFlight);
-    size_t pending = 0;
+    results_.assign(ios.size(), kNotCompleted);
+    pending_ = ios.size();
     for (uint16_t tag = 0; tag < ios.size(); ++tag) {
       ios[tag].buffer = Buffer(tag);
-      results[tag] = backend_->Submit(tag, ios[tag]);
-      if (results[tag] == kInFlight) ++pending;
+      backend_->Submit(tag, ios[tag]);
     }
     const auto deadline = Clock::now() + limit;
-    while (pending > 0 && Clock::now() < deadline) {
-      Pump(std::chrono::milliseconds(100), [&](uint16_t tag, int32_t result) {
-        if (tag < results.size() && results[tag] == kInFlight) {
-          results[tag] = result;
-          --pending;
-          if (on_result) on_result(tag, result);
-        }
-      });
-    }
+    while (pending_ > 0 && Clock::now() < deadline) Pump(std::chrono::milliseconds(100));
+    std::vector<int32_t> results = std::move(results_);
+    results_.clear();
     return results;
   }
   int32_t RunOne(const BlockIo& io) { return Run({io})[0]; }
 
-  // Waits up to `wait` for CQEs and hands them to the backend.
-  void Pump(std::chrono::milliseconds wait,
-            const std::function<void(uint16_t, int32_t)>& done = nullptr) {
+  // Waits up to `wait` for CQEs and hands them to the backend (or, for kResult, takes them).
+  void Pump(std::chrono::milliseconds wait) {
     __kernel_timespec ts{};
     ts.tv_nsec = static_cast<long long>(wait.count()) * 1000000;
     io_uring_cqe* cqe = nullptr;
@@ -217,22 +214,43 @@ class Driver {
     unsigned seen = 0;
     io_uring_for_each_cqe(ring_->get(), head, cqe) {
       ++seen;
-      if (KindOf(cqe->user_data) != CqeKind::kBackend) continue;
-      const uint16_t tag = TagOf(cqe->user_data);
-      const int32_t result = backend_->OnCompletion(tag, *cqe);
-      if (result != kInFlight && done) done(tag, result);
+      switch (KindOf(cqe->user_data)) {
+        case CqeKind::kBackend:
+          backend_->OnCompletion(TagOf(cqe->user_data), *cqe);
+          break;
+        case CqeKind::kResult:
+          Completed(this, TagOf(cqe->user_data), cqe->res);
+          break;
+        default:
+          break;
+      }
     }
     io_uring_cq_advance(ring_->get(), seen);
   }
 
   std::function<void(uint16_t, int32_t)> on_result;
+  // Completions of tags that Run did not submit (or completed twice): always a bug.
+  int unexpected_completions = 0;
 
  private:
+  static void Completed(void* self, uint16_t tag, int32_t result) {
+    Driver& driver = *static_cast<Driver*>(self);
+    if (tag >= driver.results_.size() || driver.results_[tag] != kNotCompleted) {
+      ++driver.unexpected_completions;
+      return;
+    }
+    driver.results_[tag] = result;
+    --driver.pending_;
+    if (driver.on_result) driver.on_result(tag, result);
+  }
+
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Ring> ring_;
   uint16_t depth_;
   std::vector<uint8_t> buffers_;
   absl::Status attach_status_;
+  std::vector<int32_t> results_;
+  size_t pending_ = 0;
 };
 
 // One queue of a test that drives several at once: a thread that makes and uses its own Driver

@@ -126,7 +126,8 @@ int WaitForTerminationSignal(const sigset_t& signals) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// An exception at startup ends the agent through std::terminate, which names it.
+int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   Options options;
   CLI::App app{"blkagent: ublk block devices for local and remote volumes"};
   app.add_option("--socket", options.socket, "gRPC Unix socket")->capture_default_str();

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -23,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "gtest/gtest.h"
 #include "server/backend.h"
 #include "server/nbd/protocol.h"
 #include "server/ublk/ring.h"
@@ -58,9 +60,11 @@ inline uint16_t FreeTcpPort() {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ADD_FAILURE() << "no free loopback port: " << std::strerror(errno);
+  }
   ::close(fd);
   return ntohs(addr.sin_port);
 }
@@ -70,7 +74,9 @@ inline uint16_t FreeTcpPort() {
 class ServerProcess {
  public:
   ServerProcess(std::vector<std::string> argv, std::string unix_socket, std::string pid_file = "")
-      : argv_(std::move(argv)), unix_socket_(std::move(unix_socket)), pid_file_(pid_file) {}
+      : argv_(std::move(argv)),
+        unix_socket_(std::move(unix_socket)),
+        pid_file_(std::move(pid_file)) {}
   ~ServerProcess() {
     if (!pid_file_.empty()) {
       pid_t daemon = 0;
@@ -86,6 +92,7 @@ class ServerProcess {
     pid_ = ::fork();
     if (pid_ == 0) {
       std::vector<char*> c_argv;
+      c_argv.reserve(argv.size() + 1);
       for (auto& a : argv_) c_argv.push_back(a.data());
       c_argv.push_back(nullptr);
       ::execvp(c_argv[0], c_argv.data());
@@ -187,7 +194,7 @@ class Driver {
                            std::chrono::milliseconds limit = std::chrono::seconds(30)) {
     std::vector<int32_t> results(ios.size(), kInFlight);
     size_t pending = 0;
-    for (uint16_t tag = 0; tag < ios.size(); ++tag) {
+    for (size_t tag = 0; tag < ios.size(); ++tag) {
       ios[tag].buffer = Buffer(tag);
       results[tag] = backend_->Submit(tag, ios[tag]);
       if (results[tag] == kInFlight) ++pending;

@@ -55,8 +55,7 @@ if ((changed)); then
       *.cc) candidates+=("$path") ;;
       *.h) [[ -f ${path%.h}.cc ]] && candidates+=("${path%.h}.cc") ;;
     esac
-  done < <(git diff --name-only --diff-filter=d "$(git merge-base "$base" HEAD)" --
-           '*.cc' '*.h')
+  done < <(git diff --name-only --diff-filter=d "$(git merge-base "$base" HEAD)" -- '*.cc' '*.h')
 else
   mapfile -t candidates < <(git ls-files '*.cc')
 fi

@@ -275,7 +275,8 @@ int Run(const Options& options, const sigset_t& signals) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// An exception at startup ends the agent through std::terminate, which names it.
+int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   Options options;
   CLI::App app{"blkagent: ublk block devices for local and remote volumes"};
   AddFlags(app, options);

@@ -23,8 +23,8 @@ struct StatsInterval {
   uint64_t inflight_ios = 0;  // at the end of the interval
 };
 
-StatsInterval ComputeInterval(const blk::v1::VolumeStats& before, const blk::v1::VolumeStats& after,
-                              absl::Duration elapsed);
+StatsInterval ComputeInterval(const blk::v1::VolumeStats& previous,
+                              const blk::v1::VolumeStats& after, absl::Duration elapsed);
 
 // iostat-like table: a header, then one line per interval stamped with the local time.
 std::string RenderStatsHeader();

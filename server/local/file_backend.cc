@@ -147,13 +147,13 @@ void FileBackend::Issue(uint16_t tag) {
       break;
     case abi::kIoOpDiscard:
       io_uring_prep_fallocate(sqe, file_index_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
-                              remaining);
+                              static_cast<off_t>(remaining));
       break;
     case abi::kIoOpWriteZeroes:
       io_uring_prep_fallocate(sqe, file_index_,
                               (state.punch_fallback ? FALLOC_FL_PUNCH_HOLE : FALLOC_FL_ZERO_RANGE) |
                                   FALLOC_FL_KEEP_SIZE,
-                              offset, remaining);
+                              offset, static_cast<off_t>(remaining));
       break;
   }
   sqe->flags |= IOSQE_FIXED_FILE;

@@ -25,7 +25,7 @@ uint64_t Backend::ForwardedRequestUserData(uint32_t slot) {
   return EncodeUserData(CqeKind::kBackend, kConnectionTag, kForwarded | (slot << 8));
 }
 
-Backend::Backend(Connection connection, BackendOptions options,
+Backend::Backend(Connection connection, const BackendOptions& options,
                  std::unique_ptr<Reconnector> reconnector, std::shared_ptr<Stats> stats)
     : options_(options),
       reconnector_(std::move(reconnector)),

@@ -42,8 +42,8 @@ struct BackendOptions {
 
 class Backend final : public server::Backend, private ReplyTargets {
  public:
-  Backend(Connection connection, BackendOptions options, std::unique_ptr<Reconnector> reconnector,
-          std::shared_ptr<Stats> stats);
+  Backend(Connection connection, const BackendOptions& options,
+          std::unique_ptr<Reconnector> reconnector, std::shared_ptr<Stats> stats);
   ~Backend() override;
 
   absl::Status Attach(Ring& ring, int first_file, Completer completer) override;

@@ -8,11 +8,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "gtest/gtest.h"
 #include "server/nbd/protocol.h"
 
 namespace blk::server::testing_nbd {
@@ -29,8 +31,10 @@ class FakeNbdServer {
     sockaddr_un sun{};
     sun.sun_family = AF_UNIX;
     std::strncpy(sun.sun_path, path_.c_str(), sizeof(sun.sun_path) - 1);
-    ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&sun), sizeof(sun));
-    ::listen(listen_fd_, 8);
+    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&sun), sizeof(sun)) != 0 ||
+        ::listen(listen_fd_, 8) != 0) {
+      ADD_FAILURE() << "fake NBD server cannot listen on " << path_ << ": " << std::strerror(errno);
+    }
     thread_ = std::thread([this] { Serve(); });
   }
   ~FakeNbdServer() {

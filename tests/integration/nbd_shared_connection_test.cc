@@ -105,7 +105,8 @@ class NbdSharedConnectionTest : public ::testing::Test {
   std::string Log() const { return dir_ + "/nbdkit.log"; }
 
   // nbdkit without multi-conn, logging every connection and request to Log().
-  void StartKit(std::vector<std::string> plugin_args, std::vector<std::string> filters = {}) {
+  void StartKit(std::vector<std::string> plugin_args,
+                const std::vector<std::string>& filters = {}) {
     std::vector<std::string> args = {"--filter=log", "--filter=multi-conn"};
     for (const std::string& filter : filters) args.push_back("--filter=" + filter);
     args.insert(args.end(), plugin_args.begin(), plugin_args.end());
@@ -146,10 +147,10 @@ class NbdSharedConnectionTest : public ::testing::Test {
   // Runs work(queue, driver) on every queue at once; what went wrong, per queue.
   void OnEveryQueue(const std::function<std::string(uint16_t, Driver&)>& work) {
     std::vector<std::future<std::string>> done;
-    for (uint16_t q = 0; q < queues_.size(); ++q) {
+    for (size_t q = 0; q < queues_.size(); ++q) {
       done.push_back(queues_[q]->Post([&work, q](Driver& driver) { return work(q, driver); }));
     }
-    for (uint16_t q = 0; q < done.size(); ++q) EXPECT_EQ(done[q].get(), "") << "queue " << q;
+    for (size_t q = 0; q < done.size(); ++q) EXPECT_EQ(done[q].get(), "") << "queue " << q;
   }
 
   // Runs one I/O on `queue`'s thread; its result.

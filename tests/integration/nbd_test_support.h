@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -24,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "gtest/gtest.h"
 #include "server/backend.h"
 #include "server/nbd/protocol.h"
 #include "server/ublk/ring.h"
@@ -59,9 +61,11 @@ inline uint16_t FreeTcpPort() {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ADD_FAILURE() << "no free loopback port: " << std::strerror(errno);
+  }
   ::close(fd);
   return ntohs(addr.sin_port);
 }
@@ -71,7 +75,9 @@ inline uint16_t FreeTcpPort() {
 class ServerProcess {
  public:
   ServerProcess(std::vector<std::string> argv, std::string unix_socket, std::string pid_file = "")
-      : argv_(std::move(argv)), unix_socket_(std::move(unix_socket)), pid_file_(pid_file) {}
+      : argv_(std::move(argv)),
+        unix_socket_(std::move(unix_socket)),
+        pid_file_(std::move(pid_file)) {}
   ~ServerProcess() {
     if (!pid_file_.empty()) {
       pid_t daemon = 0;
@@ -87,6 +93,7 @@ class ServerProcess {
     pid_ = ::fork();
     if (pid_ == 0) {
       std::vector<char*> c_argv;
+      c_argv.reserve(argv.size() + 1);
       for (auto& a : argv_) c_argv.push_back(a.data());
       c_argv.push_back(nullptr);
       ::execvp(c_argv[0], c_argv.data());
@@ -192,9 +199,9 @@ class Driver {
                            std::chrono::milliseconds limit = std::chrono::seconds(30)) {
     results_.assign(ios.size(), kNotCompleted);
     pending_ = ios.size();
-    for (uint16_t tag = 0; tag < ios.size(); ++tag) {
-      ios[tag].buffer = Buffer(tag);
-      backend_->Submit(tag, ios[tag]);
+    for (size_t tag = 0; tag < ios.size(); ++tag) {
+      ios[tag].buffer = Buffer(static_cast<uint16_t>(tag));
+      backend_->Submit(static_cast<uint16_t>(tag), ios[tag]);
     }
     const auto deadline = Clock::now() + limit;
     while (pending_ > 0 && Clock::now() < deadline) Pump(std::chrono::milliseconds(100));

@@ -8,7 +8,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-NbdSizeProbe Answering(absl::StatusOr<uint64_t> answer) {
+NbdSizeProbe Answering(const absl::StatusOr<uint64_t>& answer) {
   return [answer](const std::string&) { return answer; };
 }
 

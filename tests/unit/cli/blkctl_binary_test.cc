@@ -49,10 +49,12 @@ Process RunBinary(const testing::TempDir& dir, const std::vector<std::string>& a
   std::vector<std::string> storage = {BLKCTL_BINARY};
   storage.insert(storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
+  argv.reserve(storage.size() + 1);
   for (std::string& arg : storage) argv.push_back(arg.data());
   argv.push_back(nullptr);
   std::vector<std::string> env_storage = env ? *env : std::vector<std::string>();
   std::vector<char*> envp;
+  envp.reserve(env_storage.size() + 1);
   for (std::string& entry : env_storage) envp.push_back(entry.data());
   envp.push_back(nullptr);
 

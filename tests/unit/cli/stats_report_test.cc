@@ -11,8 +11,8 @@ using ::testing::DoubleNear;
 using ::testing::HasSubstr;
 
 // Bounds 10 us, 100 us, 1 ms, then the overflow bucket.
-blk::v1::VolumeStats Snapshot(uint64_t reads, uint64_t writes, std::vector<uint64_t> read_buckets,
-                              double read_latency_sum) {
+blk::v1::VolumeStats Snapshot(uint64_t reads, uint64_t writes,
+                              const std::vector<uint64_t>& read_buckets, double read_latency_sum) {
   blk::v1::VolumeStats stats;
   for (double bound : {0.00001, 0.0001, 0.001}) stats.add_latency_bounds_seconds(bound);
   blk::v1::IoOpStats* read = stats.add_ops();

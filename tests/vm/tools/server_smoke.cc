@@ -61,7 +61,7 @@ void PrintCounters(const std::string& name, const Device& device) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape): a test tool
   std::string file;
   uint64_t size = 256ULL << 20;
   uint16_t queues = 2;

@@ -146,14 +146,14 @@ void FileBackend::Issue(uint16_t tag) {
       io_uring_prep_fsync(sqe, file_index_, IORING_FSYNC_DATASYNC);
       break;
     case abi::kIoOpDiscard:
-      io_uring_prep_fallocate(sqe, file_index_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
-                              static_cast<off_t>(remaining));
+      io_uring_prep_fallocate(sqe, file_index_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                              static_cast<off_t>(offset), static_cast<off_t>(remaining));
       break;
     case abi::kIoOpWriteZeroes:
       io_uring_prep_fallocate(sqe, file_index_,
                               (state.punch_fallback ? FALLOC_FL_PUNCH_HOLE : FALLOC_FL_ZERO_RANGE) |
                                   FALLOC_FL_KEEP_SIZE,
-                              offset, static_cast<off_t>(remaining));
+                              static_cast<off_t>(offset), static_cast<off_t>(remaining));
       break;
   }
   sqe->flags |= IOSQE_FIXED_FILE;

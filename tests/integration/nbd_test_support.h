@@ -93,7 +93,6 @@ class ServerProcess {
     pid_ = ::fork();
     if (pid_ == 0) {
       std::vector<char*> c_argv;
-      c_argv.reserve(argv.size() + 1);
       for (auto& a : argv_) c_argv.push_back(a.data());
       c_argv.push_back(nullptr);
       ::execvp(c_argv[0], c_argv.data());
@@ -140,6 +139,7 @@ class NbdKit {
     pid_ = ::fork();
     if (pid_ == 0) {
       std::vector<char*> c_argv;
+      c_argv.reserve(argv.size() + 1);
       for (auto& a : argv) c_argv.push_back(a.data());
       c_argv.push_back(nullptr);
       ::execvp("nbdkit", c_argv.data());

@@ -15,6 +15,23 @@ absl::Status Malformed(absl::string_view what) {
 
 bool IsPowerOfTwo(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
+// Records that a chunk delivers bytes [begin, begin + length) of the request, checked before they
+// are written: a server must send each byte of a read once (NBD proto.md, structured replies).
+absl::Status Claim(ReplyTarget& target, uint32_t begin, uint32_t length, absl::string_view kind) {
+  switch (target.covered.Add(begin, begin + length)) {
+    case ReadCoverage::Claim::kAdded:
+      return absl::OkStatus();
+    case ReadCoverage::Claim::kOverlap:
+      return Malformed(absl::StrCat(kind, " chunk at ", target.offset + begin, "+", length,
+                                    " overlaps bytes of the read already sent"));
+    case ReadCoverage::Claim::kTooFragmented:
+      return Malformed(absl::StrCat(kind, " chunk at ", target.offset + begin, "+", length,
+                                    " leaves the read in more than ", ReadCoverage::kMaxRanges,
+                                    " separate pieces"));
+  }
+  return Malformed("unknown coverage claim");
+}
+
 }  // namespace
 
 void PutU16(uint8_t* p, uint16_t v) {
@@ -162,12 +179,11 @@ absl::Status ReplyParser::Feed(const uint8_t* data, size_t n, ReplyTargets& targ
         n -= take;
         if (data_left_ == 0) {
           if (state_ == State::kSimpleData) {
-            target_->received = target_->length;
+            target_->covered.Add(0, target_->length);
             state_ = State::kMagic;
             have_ = 0;
             targets.Complete(cookie_);
           } else {
-            target_->received += chunk_length_ - 8;
             absl::Status status = FinishChunk(targets);
             if (!status.ok()) return status;
           }
@@ -272,6 +288,8 @@ absl::Status ReplyParser::OnChunkPayload(ReplyTargets& targets) {
                                     target_->offset, "+", target_->length));
     }
     data_pos_ = static_cast<uint32_t>(offset - target_->offset);
+    absl::Status claimed = Claim(*target_, data_pos_, length, "data");
+    if (!claimed.ok()) return claimed;
     data_left_ = length;
     state_ = State::kChunkData;
     return absl::OkStatus();
@@ -284,8 +302,10 @@ absl::Status ReplyParser::OnChunkPayload(ReplyTargets& targets) {
       return Malformed(absl::StrCat("hole chunk at ", offset, "+", length, " outside the request ",
                                     target_->offset, "+", target_->length));
     }
-    std::memset(target_->buffer + (offset - target_->offset), 0, length);
-    target_->received += length;
+    const uint32_t begin = static_cast<uint32_t>(offset - target_->offset);
+    absl::Status claimed = Claim(*target_, begin, length, "hole");
+    if (!claimed.ok()) return claimed;
+    std::memset(target_->buffer + begin, 0, length);
     return FinishChunk(targets);
   }
   // An error chunk (an unknown error type is still an error, as the protocol says).
@@ -309,12 +329,11 @@ absl::Status ReplyParser::OnChunkPayload(ReplyTargets& targets) {
 absl::Status ReplyParser::FinishChunk(ReplyTargets& targets) {
   state_ = State::kMagic;
   have_ = 0;
-  if (target_->received > target_->length) return Malformed("read chunks overlap");
   if (!(chunk_flags_ & kReplyFlagDone)) return absl::OkStatus();
   if (target_->command == kCmdRead && target_->nbd_error == 0 &&
-      target_->received != target_->length) {
-    return Malformed(
-        absl::StrCat("read reply covered ", target_->received, " of ", target_->length, " bytes"));
+      !target_->covered.Covers(target_->length)) {
+    return Malformed(absl::StrCat("read reply covered ", target_->covered.bytes(), " of ",
+                                  target_->length, " bytes"));
   }
   targets.Complete(cookie_);
   return absl::OkStatus();

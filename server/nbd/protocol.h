@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "server/nbd/read_coverage.h"
 
 namespace blk::server::nbd {
 
@@ -124,7 +125,7 @@ struct ReplyTarget {
   uint64_t offset = 0;        // of the request
   uint32_t length = 0;        // of the request
   uint8_t* buffer = nullptr;  // destination of read data (length bytes)
-  uint32_t received = 0;      // read bytes delivered so far (data or hole)
+  ReadCoverage covered;       // read bytes delivered so far (data or hole)
   uint32_t nbd_error = 0;     // first error the server reported, 0 for none
 };
 
@@ -139,7 +140,9 @@ class ReplyTargets {
 
 // Incremental reply parser: feed it whatever the socket gave, in any pieces. Read data is copied
 // into the target's buffer, holes are zeroed. Any malformed, unexpected or out-of-range reply is
-// an error, after which the parser must not be used again (the connection is dropped).
+// an error, after which the parser must not be used again (the connection is dropped). A read's
+// chunks must cover it exactly once: an overlap, a gap, or more scattered pieces than
+// ReadCoverage::kMaxRanges is an error too.
 class ReplyParser {
  public:
   explicit ReplyParser(bool structured_replies) : structured_(structured_replies) {}

@@ -1,6 +1,8 @@
 // libFuzzer target: the NBD reply parser fed arbitrary bytes in arbitrary pieces, with a few
 // requests awaiting replies. It must refuse or accept, never touch memory outside the buffers
-// (ASan) or hand back more data than a request asked for.
+// (ASan), and a read it completes without error must have had every byte of its buffer written
+// by the reply: the same input is parsed twice, into buffers that start out different, and each
+// completed read's bytes must come out the same both times (a byte left stale would differ).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -14,11 +16,13 @@ using namespace blk::server::nbd;
 
 class Targets : public ReplyTargets {
  public:
-  Targets() {
+  static constexpr int kCount = 4;
+
+  explicit Targets(uint8_t fill) {
     const uint16_t commands[kCount] = {kCmdRead, kCmdRead, kCmdWrite, kCmdFlush};
     const uint32_t lengths[kCount] = {4096, 17, 512, 0};
     for (int i = 0; i < kCount; ++i) {
-      buffers_[i].assign(lengths[i], 0);
+      buffers_[i].assign(lengths[i], fill);
       targets_[i].command = commands[i];
       targets_[i].offset = 1000 * static_cast<uint64_t>(i);
       targets_[i].length = lengths[i];
@@ -32,17 +36,31 @@ class Targets : public ReplyTargets {
   }
   void Complete(uint64_t cookie) override {
     ReplyTarget& t = targets_[cookie - 1];
-    if (t.received > t.length) abort();
-    if (t.command == kCmdRead && t.nbd_error == 0 && t.received != t.length) abort();
+    if (t.covered.bytes() > t.length) abort();
+    if (t.command == kCmdRead && t.nbd_error == 0 && !t.covered.Covers(t.length)) abort();
     live_[cookie - 1] = false;
+    read_ok_[cookie - 1] = t.command == kCmdRead && t.nbd_error == 0;
   }
+  // Whether the read under this index completed without error, and its bytes.
+  bool read_ok(int i) const { return read_ok_[i]; }
+  const std::vector<uint8_t>& buffer(int i) const { return buffers_[i]; }
 
  private:
-  static constexpr int kCount = 4;
   ReplyTarget targets_[kCount];
   std::vector<uint8_t> buffers_[kCount];
   bool live_[kCount] = {};
+  bool read_ok_[kCount] = {};
 };
+
+void Parse(const uint8_t* data, size_t size, bool structured, size_t piece, Targets& targets) {
+  ReplyParser parser(structured);
+  while (size > 0) {
+    const size_t n = size < piece ? size : piece;
+    if (!parser.Feed(data, n, targets).ok()) return;
+    data += n;
+    size -= n;
+  }
+}
 
 }  // namespace
 
@@ -52,13 +70,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t piece = 1 + data[1] % 64;  // how the "socket" splits the stream
   data += 2;
   size -= 2;
-  Targets targets;
-  ReplyParser parser(structured);
-  while (size > 0) {
-    const size_t n = size < piece ? size : piece;
-    if (!parser.Feed(data, n, targets).ok()) break;
-    data += n;
-    size -= n;
+  Targets zeroed(0x00);
+  Targets filled(0xff);
+  Parse(data, size, structured, piece, zeroed);
+  Parse(data, size, structured, piece, filled);
+  for (int i = 0; i < Targets::kCount; ++i) {
+    if (zeroed.read_ok(i) != filled.read_ok(i)) abort();
+    if (zeroed.read_ok(i) && zeroed.buffer(i) != filled.buffer(i)) abort();
   }
   return 0;
 }

@@ -405,7 +405,7 @@ TEST_P(NbdLyingServerTest, ConnectionIsDroppedAndTheRequestRetried) {
 
 INSTANTIATE_TEST_SUITE_P(Lies, NbdLyingServerTest,
                          ::testing::Values(Lie::kWrongCookie, Lie::kTooLongChunk,
-                                           Lie::kGarbageMagic),
+                                           Lie::kGarbageMagic, Lie::kSameHalfTwice),
                          [](const ::testing::TestParamInfo<Lie>& info) {
                            switch (info.param) {
                              case Lie::kWrongCookie:
@@ -414,6 +414,8 @@ INSTANTIATE_TEST_SUITE_P(Lies, NbdLyingServerTest,
                                return "TooLongChunk";
                              case Lie::kGarbageMagic:
                                return "GarbageMagic";
+                             case Lie::kSameHalfTwice:
+                               return "SameHalfTwice";
                            }
                            return "Unknown";
                          });

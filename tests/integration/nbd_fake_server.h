@@ -19,7 +19,12 @@
 
 namespace blk::server::testing_nbd {
 
-enum class Lie { kWrongCookie, kTooLongChunk, kGarbageMagic };
+enum class Lie {
+  kWrongCookie,
+  kTooLongChunk,
+  kGarbageMagic,
+  kSameHalfTwice,  // a read's first half sent twice, its second half never: lengths add up
+};
 
 class FakeNbdServer {
  public:
@@ -135,6 +140,11 @@ class FakeNbdServer {
         lie = false;
         if (lie_ == Lie::kGarbageMagic) {
           WriteAll(fd, std::vector<uint8_t>(32, 0xAB));
+        } else if (lie_ == Lie::kSameHalfTwice && command == nbd::kCmdRead) {
+          std::vector<uint8_t> payload(8 + length / 2, 0x11);
+          nbd::PutU64(payload.data(), offset);
+          WriteAll(fd, Chunk(cookie, nbd::kChunkOffsetData, 0, payload));
+          WriteAll(fd, Chunk(cookie, nbd::kChunkOffsetData, nbd::kReplyFlagDone, payload));
         } else if (lie_ == Lie::kWrongCookie) {
           WriteAll(fd, Chunk(cookie ^ 0x5a5a0000, nbd::kChunkNone, nbd::kReplyFlagDone, {}));
         } else {

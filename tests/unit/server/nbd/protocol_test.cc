@@ -232,6 +232,44 @@ TEST(NbdReplyParserTest, StructuredModeStillAcceptsSimpleRepliesWithoutData) {
   EXPECT_THAT(targets.completed, testing::ElementsAre(6u));
 }
 
+TEST(NbdReplyParserTest, StructuredReadAcceptsChunksInReverseAndScatteredOrder) {
+  FakeTargets targets;
+  targets.Add(3, kCmdRead, 1000, 8);
+  targets.Add(4, kCmdRead, 2000, 6);
+  ReplyParser parser(true);
+  // Chunks of two replies interleave; each reply's chunks come middle, end, start.
+  std::vector<uint8_t> bytes =
+      Concat({Chunk(3, kChunkOffsetData, 0, DataPayload(1004, {5, 6})),
+              Chunk(4, kChunkOffsetHole, 0, HolePayload(2002, 2)),
+              Chunk(3, kChunkOffsetHole, 0, HolePayload(1006, 2)),
+              Chunk(4, kChunkOffsetData, 0, DataPayload(2004, {7, 8})),
+              Chunk(3, kChunkOffsetData, kReplyFlagDone, DataPayload(1000, {1, 2, 3, 4})),
+              Chunk(4, kChunkOffsetData, kReplyFlagDone, DataPayload(2000, {1, 2}))});
+  ASSERT_TRUE(FeedBytewise(parser, bytes, targets).ok());
+  ASSERT_THAT(targets.completed, testing::ElementsAre(3u, 4u));
+  EXPECT_THAT(targets.buffer(3), testing::ElementsAre(1, 2, 3, 4, 5, 6, 0, 0));
+  EXPECT_THAT(targets.buffer(4), testing::ElementsAre(1, 2, 0, 0, 7, 8));
+}
+
+TEST(NbdReplyParserTest, StructuredReadAcceptsAsManySeparatePiecesAsTheBoundAllows) {
+  // Every other byte first (kMaxRanges pieces with gaps between), then the gaps.
+  const uint32_t length = 2 * ReadCoverage::kMaxRanges;
+  FakeTargets targets;
+  targets.Add(5, kCmdRead, 0, length);
+  ReplyParser parser(true);
+  std::vector<uint8_t> bytes;
+  for (uint32_t i = 0; i < length; i += 2) {
+    bytes = Concat({bytes, Chunk(5, kChunkOffsetData, 0, DataPayload(i, {uint8_t(i)}))});
+  }
+  for (uint32_t i = 1; i < length; i += 2) {
+    const uint16_t flags = i + 1 == length ? kReplyFlagDone : 0;
+    bytes = Concat({bytes, Chunk(5, kChunkOffsetData, flags, DataPayload(i, {uint8_t(i)}))});
+  }
+  ASSERT_TRUE(parser.Feed(bytes.data(), bytes.size(), targets).ok());
+  ASSERT_THAT(targets.completed, testing::ElementsAre(5u));
+  for (uint32_t i = 0; i < length; ++i) EXPECT_EQ(targets.buffer(5)[i], i);
+}
+
 struct BadReply {
   const char* name;
   std::vector<uint8_t> bytes;
@@ -257,6 +295,28 @@ std::vector<BadReply> BadReplies() {
       {"overlapping chunks",
        Concat({Chunk(1, kChunkOffsetHole, 0, HolePayload(100, 8)),
                Chunk(1, kChunkOffsetHole, 0, HolePayload(100, 8))}),
+       true},
+      // The lengths add up to the request's, but one half is sent twice and the other never.
+      {"two data chunks over the same half",
+       Concat({Chunk(1, kChunkOffsetData, 0, DataPayload(100, {1, 2, 3, 4})),
+               Chunk(1, kChunkOffsetData, kReplyFlagDone, DataPayload(100, {1, 2, 3, 4}))}),
+       true},
+      {"data and hole overlapping",
+       Concat({Chunk(1, kChunkOffsetData, 0, DataPayload(100, {1, 2, 3, 4, 5, 6})),
+               Chunk(1, kChunkOffsetHole, kReplyFlagDone, HolePayload(104, 2))}),
+       true},
+      {"hole inside earlier data",
+       Concat({Chunk(1, kChunkOffsetData, 0, DataPayload(102, {1, 2, 3, 4, 5, 6})),
+               Chunk(1, kChunkOffsetHole, kReplyFlagDone, HolePayload(103, 2))}),
+       true},
+      {"data chunk spanning two earlier ones",
+       Concat({Chunk(1, kChunkOffsetHole, 0, HolePayload(100, 2)),
+               Chunk(1, kChunkOffsetHole, 0, HolePayload(106, 2)),
+               Chunk(1, kChunkOffsetData, kReplyFlagDone, DataPayload(101, {1, 2, 3, 4, 5, 6}))}),
+       true},
+      {"read done with a gap in the middle",
+       Concat({Chunk(1, kChunkOffsetData, 0, DataPayload(100, {1, 2, 3})),
+               Chunk(1, kChunkOffsetHole, kReplyFlagDone, HolePayload(105, 3))}),
        true},
       {"unknown non-error chunk", Chunk(1, 77, kReplyFlagDone, {}), true},
       {"error chunk with error 0", Chunk(1, kChunkError, kReplyFlagDone, ErrorPayload(0, "")),
@@ -287,6 +347,25 @@ TEST_P(NbdReplyParserRefusesTest, MalformedReply) {
 
 INSTANTIATE_TEST_SUITE_P(All, NbdReplyParserRefusesTest,
                          testing::Range(0, static_cast<int>(BadReplies().size())));
+
+TEST(NbdReplyParserTest, MoreSeparatePiecesThanTrackedIsRefused) {
+  // One byte at every other offset: the pieces cannot merge, and one more than the bound is
+  // refused before its bytes are written.
+  const uint32_t length = 2 * ReadCoverage::kMaxRanges + 2;
+  FakeTargets targets;
+  targets.Add(1, kCmdRead, 0, length);
+  ReplyParser parser(true);
+  std::vector<uint8_t> bytes;
+  for (uint32_t i = 0; i < ReadCoverage::kMaxRanges; ++i) {
+    bytes = Concat({bytes, Chunk(1, kChunkOffsetHole, 0, HolePayload(2 * i, 1))});
+  }
+  ASSERT_TRUE(parser.Feed(bytes.data(), bytes.size(), targets).ok());
+  bytes = Chunk(1, kChunkOffsetData, 0, DataPayload(2 * ReadCoverage::kMaxRanges, {7}));
+  absl::Status status = parser.Feed(bytes.data(), bytes.size(), targets);
+  EXPECT_THAT(status.message(), testing::HasSubstr("separate pieces"));
+  EXPECT_EQ(targets.buffer(1)[2 * ReadCoverage::kMaxRanges], 0xEE);
+  EXPECT_TRUE(targets.completed.empty());
+}
 
 }  // namespace
 }  // namespace blk::server::nbd

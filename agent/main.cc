@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <future>
 
 #include "CLI/CLI.hpp"
 #include "agent/call_queue.h"
@@ -253,11 +254,13 @@ void RestoreVolumes(blk::agent::VolumeTable& volumes) {
   volumes.StartRetrying();
 }
 
-// Listens, reconciles the volumes (calls wait meanwhile, the health service says NOT_SERVING),
-// then serves gRPC until SIGTERM or SIGINT and stops the server. False when it cannot listen.
+// Listens while the volumes are reconciled (`restored`: calls wait meanwhile, the health service
+// says NOT_SERVING), then serves gRPC until SIGTERM or SIGINT and stops the server. False when it
+// cannot listen.
 bool ServeUntilSignal(const Options& options, const sigset_t& signals,
                       blk::agent::VolumeTable& volumes,
-                      const blk::agent::BpfLocalityStatus& bpf_locality) {
+                      const blk::agent::BpfLocalityStatus& bpf_locality,
+                      const std::future<void>& restored) {
   // Outlives the server: its workers answer every call the server still waits for.
   blk::agent::CallQueue calls(options.grpc_threads, options.max_waiting_calls);
   blk::agent::VolumeService service(volumes, bpf_locality, calls);
@@ -268,7 +271,7 @@ bool ServeUntilSignal(const Options& options, const sigset_t& signals,
   }
   spdlog::info("blkagent {} listening on unix:{}, state in {}; reconciling volumes",
                blk::agent::kAgentVersion, options.socket, options.state_dir);
-  RestoreVolumes(volumes);
+  restored.wait();
   calls.Open();
   server->GetHealthCheckService()->SetServingStatus(true);
   spdlog::info("serving ({} workers, up to {} waiting calls)", options.grpc_threads,
@@ -311,6 +314,10 @@ int Run(const Options& options, const sigset_t& signals) {
                                           /*zero_copy=*/options.zero_copy == "auto");
   blk::agent::VolumeTable volumes(std::move(*registry), provisioner, blk::agent::RealNbdSizeProbe(),
                                   blk::agent::RealNvmeNamespaceProbe(), options.limits);
+  // The devices a previous agent left hold their I/O until recovered: reconcile at once, while
+  // the rest starts. Every path below waits for it before it touches the devices.
+  std::future<void> restored =
+      std::async(std::launch::async, [&volumes] { RestoreVolumes(volumes); });
 
   const CompletionLocality locality(options);
   auto collector = std::make_shared<blk::agent::MetricsCollector>(
@@ -319,11 +326,13 @@ int Run(const Options& options, const sigset_t& signals) {
   if (options.metrics_address != "off") {
     metrics = StartMetrics(options.metrics_address, collector);
     if (!metrics) {
+      restored.wait();
       volumes.DetachAll();
       return 1;
     }
   }
-  if (!ServeUntilSignal(options, signals, volumes, locality.status)) {
+  if (!ServeUntilSignal(options, signals, volumes, locality.status, restored)) {
+    restored.wait();
     volumes.DetachAll();
     return 1;
   }

@@ -1,15 +1,20 @@
 // blkagent: the node agent. Serves the VolumeService on a Unix socket and owns
 // the ublk devices of every volume. At start it takes over the devices a
-// previous agent left (killed or upgraded); on SIGTERM it leaves them for the
-// next agent, or deletes them with --on-exit delete.
+// previous agent left (killed or upgraded) while it already listens: the health
+// service says NOT_SERVING and calls wait until that is done. On SIGTERM it
+// leaves the devices for the next agent, or deletes them with --on-exit delete.
+#include <errno.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <future>
 
 #include "CLI/CLI.hpp"
+#include "agent/call_queue.h"
 #include "agent/completion_locality_metrics.h"
 #include "agent/completion_locality_probe.h"
 #include "agent/metrics_collector.h"
@@ -32,6 +37,9 @@ struct Options {
   std::string state_dir = "/var/lib/blkagent";
   std::string log_level = "info";
   int grpc_threads = 4;
+  int max_waiting_calls = 1024;
+  int max_message_size = 64 << 10;
+  blk::agent::VolumeLimits limits;
   std::string on_exit = "leave";
   std::string metrics_address = "0.0.0.0:9477";
   std::string bpf_locality = "on";
@@ -39,16 +47,12 @@ struct Options {
   std::string zero_copy = "auto";
 };
 
+// Where gRPC binds the socket before it is renamed into place: see StartGrpc.
+std::string StagingSocketPath(const std::string& socket) { return socket + ".starting"; }
+
 // Removes a socket left by an agent that died; only ever called with the
 // state-dir lock held, so no live agent owns it.
-bool PrepareSocketPath(const std::string& socket) {
-  namespace fs = std::filesystem;
-  std::error_code error;
-  fs::create_directories(fs::path(socket).parent_path(), error);
-  if (error) {
-    spdlog::critical("cannot create socket directory for {}: {}", socket, error.message());
-    return false;
-  }
+bool RemoveStaleSocket(const std::string& socket) {
   struct stat st {};
   if (::lstat(socket.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
@@ -60,22 +64,50 @@ bool PrepareSocketPath(const std::string& socket) {
   return true;
 }
 
+bool PrepareSocketPath(const std::string& socket) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  fs::create_directories(fs::path(socket).parent_path(), error);
+  if (error) {
+    spdlog::critical("cannot create socket directory for {}: {}", socket, error.message());
+    return false;
+  }
+  return RemoveStaleSocket(socket) && RemoveStaleSocket(StagingSocketPath(socket));
+}
+
+// Only the reflection service still runs on gRPC's synchronous thread pool (VolumeService calls
+// wait in the CallQueue instead): a few threads are plenty for grpcurl.
+constexpr int kSyncServiceThreads = 4;
+
+// Listens on the socket with the health service saying NOT_SERVING. gRPC's default health service
+// starts out SERVING, so the server binds a staging path and the socket is renamed into place
+// only once it says NOT_SERVING: no client sees it serving before it does.
 std::unique_ptr<grpc::Server> StartGrpc(const Options& options,
                                         blk::agent::VolumeService& service) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + options.socket, grpc::InsecureServerCredentials());
+  const std::string staging = StagingSocketPath(options.socket);
+  builder.AddListeningPort("unix:" + staging, grpc::InsecureServerCredentials());
   builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(options.max_message_size);
   grpc::ResourceQuota quota("blkagent");
-  quota.SetMaxThreads(options.grpc_threads);
+  quota.SetMaxThreads(kSyncServiceThreads);
   builder.SetResourceQuota(quota);
   // The socket is created by BuildAndStart: never let it exist with wider
   // permissions than 0660, even for a moment.
   const mode_t previous_umask = ::umask(0117);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   ::umask(previous_umask);
-  if (server) server->GetHealthCheckService()->SetServingStatus(true);
+  if (!server) return nullptr;
+  server->GetHealthCheckService()->SetServingStatus(false);
+  ::chmod(staging.c_str(), 0660);
+  if (::rename(staging.c_str(), options.socket.c_str()) != 0) {
+    spdlog::critical("cannot move the socket {} to {}: {}", staging, options.socket,
+                     strerrordesc_np(errno));
+    server->Shutdown();
+    return nullptr;
+  }
   return server;
 }
 
@@ -131,9 +163,30 @@ void AddFlags(CLI::App& app, Options& options) {
   app.add_option("--log-level", options.log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
-  app.add_option("--grpc-threads", options.grpc_threads, "RPC worker threads")
+  app.add_option("--grpc-threads", options.grpc_threads,
+                 "VolumeService calls that run at once, each on its own worker thread (creates of "
+                 "different volumes proceed in parallel); more wait their turn")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
+  app.add_option("--max-waiting-calls", options.max_waiting_calls,
+                 "calls that may wait for a worker; one more is refused RESOURCE_EXHAUSTED (a "
+                 "waiting call whose deadline passes is answered DEADLINE_EXCEEDED, not run)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-message-size", options.max_message_size,
+                 "largest gRPC request in bytes; a larger one is refused RESOURCE_EXHAUSTED")
+      ->capture_default_str()
+      ->check(CLI::Range(4096, 64 << 20));
+  app.add_option("--max-volumes", options.limits.max_volumes,
+                 "volumes this agent holds at most; a create of one more is refused "
+                 "RESOURCE_EXHAUSTED (restored volumes always come back)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-queue-threads", options.limits.max_queue_threads,
+                 "ublk queue threads (one per queue of every volume) at most; a create that needs "
+                 "more is refused RESOURCE_EXHAUSTED")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--on-exit", options.on_exit,
                  "on SIGTERM: leave the devices for the next agent (their I/O waits for it), or "
                  "delete them")
@@ -201,21 +254,31 @@ void RestoreVolumes(blk::agent::VolumeTable& volumes) {
   volumes.StartRetrying();
 }
 
-// Serves gRPC until SIGTERM or SIGINT, then stops the server. False when it cannot listen.
+// Listens while the volumes are reconciled (`restored`: calls wait meanwhile, the health service
+// says NOT_SERVING), then serves gRPC until SIGTERM or SIGINT and stops the server. False when it
+// cannot listen.
 bool ServeUntilSignal(const Options& options, const sigset_t& signals,
                       blk::agent::VolumeTable& volumes,
-                      const blk::agent::BpfLocalityStatus& bpf_locality) {
-  blk::agent::VolumeService service(volumes, bpf_locality);
+                      const blk::agent::BpfLocalityStatus& bpf_locality,
+                      const std::future<void>& restored) {
+  // Outlives the server: its workers answer every call the server still waits for.
+  blk::agent::CallQueue calls(options.grpc_threads, options.max_waiting_calls);
+  blk::agent::VolumeService service(volumes, bpf_locality, calls);
   std::unique_ptr<grpc::Server> server = StartGrpc(options, service);
   if (!server) {
     spdlog::critical("cannot listen on unix:{}", options.socket);
     return false;
   }
-  ::chmod(options.socket.c_str(), 0660);
-  spdlog::info("blkagent {} serving on unix:{}, state in {}", blk::agent::kAgentVersion,
-               options.socket, options.state_dir);
+  spdlog::info("blkagent {} listening on unix:{}, state in {}; reconciling volumes",
+               blk::agent::kAgentVersion, options.socket, options.state_dir);
+  restored.wait();
+  calls.Open();
+  server->GetHealthCheckService()->SetServingStatus(true);
+  spdlog::info("serving ({} workers, up to {} waiting calls)", options.grpc_threads,
+               options.max_waiting_calls);
   const int signal = WaitForTerminationSignal(signals);
   spdlog::info("received {}, stopping", strsignal(signal));
+  calls.Close();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   server->Wait();
   return true;
@@ -249,8 +312,12 @@ int Run(const Options& options, const sigset_t& signals) {
   // their cost on the data path too (tests/bench measures it).
   blk::agent::UblkProvisioner provisioner(/*io_stats=*/options.metrics_address != "off",
                                           /*zero_copy=*/options.zero_copy == "auto");
-  blk::agent::VolumeTable volumes(std::move(*registry), provisioner);
-  RestoreVolumes(volumes);
+  blk::agent::VolumeTable volumes(std::move(*registry), provisioner, blk::agent::RealNbdSizeProbe(),
+                                  blk::agent::RealNvmeNamespaceProbe(), options.limits);
+  // The devices a previous agent left hold their I/O until recovered: reconcile at once, while
+  // the rest starts. Every path below waits for it before it touches the devices.
+  std::future<void> restored =
+      std::async(std::launch::async, [&volumes] { RestoreVolumes(volumes); });
 
   const CompletionLocality locality(options);
   auto collector = std::make_shared<blk::agent::MetricsCollector>(
@@ -259,11 +326,13 @@ int Run(const Options& options, const sigset_t& signals) {
   if (options.metrics_address != "off") {
     metrics = StartMetrics(options.metrics_address, collector);
     if (!metrics) {
+      restored.wait();
       volumes.DetachAll();
       return 1;
     }
   }
-  if (!ServeUntilSignal(options, signals, volumes, locality.status)) {
+  if (!ServeUntilSignal(options, signals, volumes, locality.status, restored)) {
+    restored.wait();
     volumes.DetachAll();
     return 1;
   }

@@ -1,5 +1,7 @@
 #include "agent/volume_service.h"
 
+#include <utility>
+
 #include "agent/node_info.h"
 #include "spdlog/spdlog.h"
 
@@ -11,64 +13,113 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
-grpc::Status VolumeService::CreateVolume(grpc::ServerContext*,
-                                         const v1::CreateVolumeRequest* request,
-                                         v1::CreateVolumeResponse* response) {
-  absl::StatusOr<v1::Volume> volume = volumes_.Create(request->volume());
+grpc::ServerUnaryReactor* VolumeService::Queue(grpc::CallbackServerContext* context,
+                                               const char* method,
+                                               std::function<grpc::Status()> handler) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  calls_.Submit(CallQueue::Call{
+      .method = method,
+      .deadline = context->deadline(),
+      .cancelled = [context] { return context->IsCancelled(); },
+      .run = [reactor, handler = std::move(handler)] { reactor->Finish(handler()); },
+      .refuse = [reactor](const absl::Status& status) { reactor->Finish(ToGrpcStatus(status)); },
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* VolumeService::CreateVolume(grpc::CallbackServerContext* context,
+                                                      const v1::CreateVolumeRequest* request,
+                                                      v1::CreateVolumeResponse* response) {
+  return Queue(context, "CreateVolume", [=, this] { return Create(*request, *response); });
+}
+
+grpc::ServerUnaryReactor* VolumeService::DeleteVolume(grpc::CallbackServerContext* context,
+                                                      const v1::DeleteVolumeRequest* request,
+                                                      v1::DeleteVolumeResponse*) {
+  return Queue(context, "DeleteVolume", [=, this] { return Delete(*request); });
+}
+
+grpc::ServerUnaryReactor* VolumeService::GetVolume(grpc::CallbackServerContext* context,
+                                                   const v1::GetVolumeRequest* request,
+                                                   v1::GetVolumeResponse* response) {
+  return Queue(context, "GetVolume", [=, this] { return Get(*request, *response); });
+}
+
+grpc::ServerUnaryReactor* VolumeService::ListVolumes(grpc::CallbackServerContext* context,
+                                                     const v1::ListVolumesRequest*,
+                                                     v1::ListVolumesResponse* response) {
+  return Queue(context, "ListVolumes", [=, this] { return List(*response); });
+}
+
+grpc::ServerUnaryReactor* VolumeService::UpdateVolume(grpc::CallbackServerContext* context,
+                                                      const v1::UpdateVolumeRequest* request,
+                                                      v1::UpdateVolumeResponse* response) {
+  return Queue(context, "UpdateVolume", [=, this] { return Update(*request, *response); });
+}
+
+grpc::ServerUnaryReactor* VolumeService::GetNodeInfo(grpc::CallbackServerContext* context,
+                                                     const v1::GetNodeInfoRequest*,
+                                                     v1::GetNodeInfoResponse* response) {
+  return Queue(context, "GetNodeInfo", [=, this] { return NodeInfo(*response); });
+}
+
+grpc::ServerUnaryReactor* VolumeService::GetVolumeStats(grpc::CallbackServerContext* context,
+                                                        const v1::GetVolumeStatsRequest* request,
+                                                        v1::GetVolumeStatsResponse* response) {
+  return Queue(context, "GetVolumeStats", [=, this] { return Stats(*request, *response); });
+}
+
+grpc::Status VolumeService::Create(const v1::CreateVolumeRequest& request,
+                                   v1::CreateVolumeResponse& response) {
+  absl::StatusOr<v1::Volume> volume = volumes_.Create(request.volume());
   if (!volume.ok()) {
-    spdlog::info("CreateVolume {}: {}", request->volume().id(), volume.status().ToString());
+    spdlog::info("CreateVolume {}: {}", request.volume().id(), volume.status().ToString());
     return ToGrpcStatus(volume.status());
   }
-  *response->mutable_volume() = std::move(*volume);
+  *response.mutable_volume() = std::move(*volume);
   return grpc::Status::OK;
 }
 
-grpc::Status VolumeService::DeleteVolume(grpc::ServerContext*,
-                                         const v1::DeleteVolumeRequest* request,
-                                         v1::DeleteVolumeResponse*) {
-  absl::Status deleted = volumes_.Delete(request->id(), request->force());
-  if (!deleted.ok()) spdlog::info("DeleteVolume {}: {}", request->id(), deleted.ToString());
+grpc::Status VolumeService::Delete(const v1::DeleteVolumeRequest& request) {
+  absl::Status deleted = volumes_.Delete(request.id(), request.force());
+  if (!deleted.ok()) spdlog::info("DeleteVolume {}: {}", request.id(), deleted.ToString());
   return ToGrpcStatus(deleted);
 }
 
-grpc::Status VolumeService::GetVolume(grpc::ServerContext*, const v1::GetVolumeRequest* request,
-                                      v1::GetVolumeResponse* response) {
-  absl::StatusOr<v1::Volume> volume = volumes_.Get(request->id());
+grpc::Status VolumeService::Get(const v1::GetVolumeRequest& request,
+                                v1::GetVolumeResponse& response) {
+  absl::StatusOr<v1::Volume> volume = volumes_.Get(request.id());
   if (!volume.ok()) return ToGrpcStatus(volume.status());
-  *response->mutable_volume() = std::move(*volume);
+  *response.mutable_volume() = std::move(*volume);
   return grpc::Status::OK;
 }
 
-grpc::Status VolumeService::ListVolumes(grpc::ServerContext*, const v1::ListVolumesRequest*,
-                                        v1::ListVolumesResponse* response) {
-  for (v1::Volume& volume : volumes_.List()) *response->add_volumes() = std::move(volume);
+grpc::Status VolumeService::List(v1::ListVolumesResponse& response) {
+  for (v1::Volume& volume : volumes_.List()) *response.add_volumes() = std::move(volume);
   return grpc::Status::OK;
 }
 
-grpc::Status VolumeService::UpdateVolume(grpc::ServerContext*,
-                                         const v1::UpdateVolumeRequest* request,
-                                         v1::UpdateVolumeResponse* response) {
-  absl::StatusOr<v1::Volume> volume = volumes_.Update(request->volume(), request->update_mask());
+grpc::Status VolumeService::Update(const v1::UpdateVolumeRequest& request,
+                                   v1::UpdateVolumeResponse& response) {
+  absl::StatusOr<v1::Volume> volume = volumes_.Update(request.volume(), request.update_mask());
   if (!volume.ok()) {
-    spdlog::info("UpdateVolume {}: {}", request->volume().id(), volume.status().ToString());
+    spdlog::info("UpdateVolume {}: {}", request.volume().id(), volume.status().ToString());
     return ToGrpcStatus(volume.status());
   }
-  *response->mutable_volume() = std::move(*volume);
+  *response.mutable_volume() = std::move(*volume);
   return grpc::Status::OK;
 }
 
-grpc::Status VolumeService::GetNodeInfo(grpc::ServerContext*, const v1::GetNodeInfoRequest*,
-                                        v1::GetNodeInfoResponse* response) {
-  *response = ReadNodeInfo(bpf_locality_);
+grpc::Status VolumeService::NodeInfo(v1::GetNodeInfoResponse& response) {
+  response = ReadNodeInfo(bpf_locality_);
   return grpc::Status::OK;
 }
 
-grpc::Status VolumeService::GetVolumeStats(grpc::ServerContext*,
-                                           const v1::GetVolumeStatsRequest* request,
-                                           v1::GetVolumeStatsResponse* response) {
-  absl::StatusOr<v1::VolumeStats> stats = volumes_.Stats(request->id());
+grpc::Status VolumeService::Stats(const v1::GetVolumeStatsRequest& request,
+                                  v1::GetVolumeStatsResponse& response) {
+  absl::StatusOr<v1::VolumeStats> stats = volumes_.Stats(request.id());
   if (!stats.ok()) return ToGrpcStatus(stats.status());
-  *response->mutable_stats() = std::move(*stats);
+  *response.mutable_stats() = std::move(*stats);
   return grpc::Status::OK;
 }
 

@@ -1,5 +1,8 @@
 #pragma once
 
+#include <functional>
+
+#include "agent/call_queue.h"
 #include "agent/node_info.h"
 #include "agent/volume_table.h"
 #include "blk/v1/volume.grpc.pb.h"
@@ -7,31 +10,53 @@
 namespace blk::agent {
 
 // The gRPC face of the volume table: translates requests, and absl::Status to
-// grpc::Status, and nothing else.
-class VolumeService final : public v1::VolumeService::Service {
+// grpc::Status, and nothing else. gRPC's callback threads only queue each call; the handlers
+// run on the CallQueue's workers, so a slow create waits for no other caller and no caller is
+// turned away while the queue has room.
+class VolumeService final : public v1::VolumeService::CallbackService {
  public:
-  VolumeService(VolumeTable& volumes, BpfLocalityStatus bpf_locality)
-      : volumes_(volumes), bpf_locality_(std::move(bpf_locality)) {}
+  VolumeService(VolumeTable& volumes, BpfLocalityStatus bpf_locality, CallQueue& calls)
+      : volumes_(volumes), bpf_locality_(std::move(bpf_locality)), calls_(calls) {}
 
-  grpc::Status CreateVolume(grpc::ServerContext* context, const v1::CreateVolumeRequest* request,
-                            v1::CreateVolumeResponse* response) override;
-  grpc::Status DeleteVolume(grpc::ServerContext* context, const v1::DeleteVolumeRequest* request,
-                            v1::DeleteVolumeResponse* response) override;
-  grpc::Status GetVolume(grpc::ServerContext* context, const v1::GetVolumeRequest* request,
-                         v1::GetVolumeResponse* response) override;
-  grpc::Status ListVolumes(grpc::ServerContext* context, const v1::ListVolumesRequest* request,
-                           v1::ListVolumesResponse* response) override;
-  grpc::Status UpdateVolume(grpc::ServerContext* context, const v1::UpdateVolumeRequest* request,
-                            v1::UpdateVolumeResponse* response) override;
-  grpc::Status GetNodeInfo(grpc::ServerContext* context, const v1::GetNodeInfoRequest* request,
-                           v1::GetNodeInfoResponse* response) override;
-  grpc::Status GetVolumeStats(grpc::ServerContext* context,
-                              const v1::GetVolumeStatsRequest* request,
-                              v1::GetVolumeStatsResponse* response) override;
+  grpc::ServerUnaryReactor* CreateVolume(grpc::CallbackServerContext* context,
+                                         const v1::CreateVolumeRequest* request,
+                                         v1::CreateVolumeResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteVolume(grpc::CallbackServerContext* context,
+                                         const v1::DeleteVolumeRequest* request,
+                                         v1::DeleteVolumeResponse* response) override;
+  grpc::ServerUnaryReactor* GetVolume(grpc::CallbackServerContext* context,
+                                      const v1::GetVolumeRequest* request,
+                                      v1::GetVolumeResponse* response) override;
+  grpc::ServerUnaryReactor* ListVolumes(grpc::CallbackServerContext* context,
+                                        const v1::ListVolumesRequest* request,
+                                        v1::ListVolumesResponse* response) override;
+  grpc::ServerUnaryReactor* UpdateVolume(grpc::CallbackServerContext* context,
+                                         const v1::UpdateVolumeRequest* request,
+                                         v1::UpdateVolumeResponse* response) override;
+  grpc::ServerUnaryReactor* GetNodeInfo(grpc::CallbackServerContext* context,
+                                        const v1::GetNodeInfoRequest* request,
+                                        v1::GetNodeInfoResponse* response) override;
+  grpc::ServerUnaryReactor* GetVolumeStats(grpc::CallbackServerContext* context,
+                                           const v1::GetVolumeStatsRequest* request,
+                                           v1::GetVolumeStatsResponse* response) override;
 
  private:
+  // Queues `handler` to run on a worker; the reactor is finished with its status.
+  grpc::ServerUnaryReactor* Queue(grpc::CallbackServerContext* context, const char* method,
+                                  std::function<grpc::Status()> handler);
+
+  grpc::Status Create(const v1::CreateVolumeRequest& request, v1::CreateVolumeResponse& response);
+  grpc::Status Delete(const v1::DeleteVolumeRequest& request);
+  grpc::Status Get(const v1::GetVolumeRequest& request, v1::GetVolumeResponse& response);
+  grpc::Status List(v1::ListVolumesResponse& response);
+  grpc::Status Update(const v1::UpdateVolumeRequest& request, v1::UpdateVolumeResponse& response);
+  grpc::Status NodeInfo(v1::GetNodeInfoResponse& response);
+  grpc::Status Stats(const v1::GetVolumeStatsRequest& request,
+                     v1::GetVolumeStatsResponse& response);
+
   VolumeTable& volumes_;
   const BpfLocalityStatus bpf_locality_;
+  CallQueue& calls_;
 };
 
 grpc::Status ToGrpcStatus(const absl::Status& status);

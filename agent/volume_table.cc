@@ -66,10 +66,11 @@ absl::Status ApplyRqAffinity(const v1::Volume& spec, VolumeDevice& device, bool 
 }  // namespace
 
 VolumeTable::VolumeTable(VolumeRegistry registry, DeviceProvisioner& provisioner,
-                         NbdSizeProbe probe, NvmeNamespaceProbe nvme_probe)
+                         NbdSizeProbe probe, NvmeNamespaceProbe nvme_probe, VolumeLimits limits)
     : registry_(std::move(registry)),
       provisioner_(provisioner),
       resolver_(std::move(probe), std::move(nvme_probe)),
+      limits_(limits),
       reconciler_(provisioner),
       retrier_([this](const std::string& id) { return RetryDegraded(id); }) {}
 
@@ -262,6 +263,7 @@ absl::StatusOr<v1::Volume> VolumeTable::Create(const v1::Volume& requested) {
       claim.emplace(mutex_, entries_, spec.id());
     } else {
       if (absl::Status free = CheckBackingIsFree(spec, entries_); !free.ok()) return free;
+      if (absl::Status fits = CheckVolumeFits(spec, entries_, limits_); !fits.ok()) return fits;
       // The id is chosen and recorded before ADD_DEV: an agent killed in between leaves a
       // device the next start recognizes as half-created.
       device_id = FirstFreeDeviceId(provisioner_.KernelDeviceIds(), ClaimedIdsLocked());

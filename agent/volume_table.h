@@ -18,6 +18,7 @@
 #include "agent/spec_resolver.h"
 #include "agent/volume_device.h"
 #include "agent/volume_entry.h"
+#include "agent/volume_limits.h"
 #include "agent/volume_registry.h"
 #include "blk/v1/volume.pb.h"
 #include "google/protobuf/field_mask.pb.h"
@@ -35,10 +36,11 @@ namespace blk::agent {
 class VolumeTable {
  public:
   // `probe` learns the size of an NBD export for a volume created without one; `nvme_probe`
-  // identifies the namespace of an nvme volume.
+  // identifies the namespace of an nvme volume. A create of a new volume beyond `limits` is
+  // refused; Restore takes back every persisted volume whatever the limits.
   VolumeTable(VolumeRegistry registry, DeviceProvisioner& provisioner,
               NbdSizeProbe probe = RealNbdSizeProbe(),
-              NvmeNamespaceProbe nvme_probe = RealNvmeNamespaceProbe());
+              NvmeNamespaceProbe nvme_probe = RealNvmeNamespaceProbe(), VolumeLimits limits = {});
   ~VolumeTable();  // ends the retry thread; devices are left as they are
   VolumeTable(const VolumeTable&) = delete;
   VolumeTable& operator=(const VolumeTable&) = delete;
@@ -114,6 +116,7 @@ class VolumeTable {
   VolumeRegistry registry_;
   DeviceProvisioner& provisioner_;
   const SpecResolver resolver_;
+  const VolumeLimits limits_;
   DeviceReconciler reconciler_;
   mutable absl::Mutex mutex_;
   VolumeEntries entries_ ABSL_GUARDED_BY(mutex_);

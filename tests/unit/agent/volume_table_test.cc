@@ -177,7 +177,8 @@ class VolumeTableTest : public ::testing::Test {
           [this](const std::string& path) {
             probed_namespaces_.push_back(path);
             return namespace_;
-          });
+          },
+          limits_);
     }
     return *table_;
   }
@@ -222,6 +223,7 @@ class VolumeTableTest : public ::testing::Test {
 
   testing::TempDir dir_;
   FakeProvisioner provisioner_;
+  VolumeLimits limits_;
   absl::StatusOr<server::NvmeNamespaceInfo> namespace_ =
       server::NvmeNamespaceInfo{uint64_t{1} << 30, 4096, true};
   std::vector<std::string> probed_namespaces_;
@@ -290,6 +292,48 @@ TEST_F(VolumeTableTest, ADifferentSpecUnderTheSameIdIsAlreadyExistsAndChangesNot
   EXPECT_EQ(kept->size_bytes(), uint64_t{64} << 20);
   EXPECT_EQ(kept->status().state(), v1::VOLUME_STATE_LIVE);
   EXPECT_FALSE(provisioner_.devices["v1"]->stopped);
+}
+
+TEST_F(VolumeTableTest, AVolumeBeyondMaxVolumesIsResourceExhaustedNamingTheLimitAndChangesNothing) {
+  limits_.max_volumes = 2;
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
+  ASSERT_TRUE(Table().Create(NullVolume("v2")).ok());
+  auto third = Table().Create(NullVolume("v3"));
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(third.status().message()), HasSubstr("--max-volumes 2"));
+  EXPECT_EQ(provisioner_.calls, 2);
+  EXPECT_THAT(Table().List(), SizeIs(2));
+  EXPECT_TRUE(Table().Create(NullVolume("v1")).ok()) << "a repeated create is no new volume";
+  Restart();
+  EXPECT_THAT(Table().List(), SizeIs(2));
+
+  ASSERT_TRUE(Table().Delete("v1", /*force=*/false).ok());
+  EXPECT_TRUE(Table().Create(NullVolume("v3")).ok());
+}
+
+TEST_F(VolumeTableTest, AVolumeBeyondMaxQueueThreadsIsResourceExhaustedNamingTheLimit) {
+  limits_.max_queue_threads = 6;
+  v1::Volume four_queues = NullVolume("v1");
+  four_queues.set_queues(4);
+  ASSERT_TRUE(Table().Create(four_queues).ok());
+  four_queues.set_id("v2");
+  auto refused = Table().Create(four_queues);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("--max-queue-threads 6"));
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("needs 4"));
+  EXPECT_EQ(Table().Get("v2").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(Registry().LoadAll().records, SizeIs(1));
+  v1::Volume two_queues = NullVolume("v3");
+  two_queues.set_queues(2);
+  EXPECT_TRUE(Table().Create(two_queues).ok());
+}
+
+TEST_F(VolumeTableTest, RestoreTakesBackEveryPersistedVolumeWhateverTheLimits) {
+  for (const char* id : {"v1", "v2", "v3"}) ASSERT_TRUE(Table().Create(NullVolume(id)).ok());
+  limits_.max_volumes = 2;
+  EXPECT_THAT(KillAndRestart(), SizeIs(0));
+  EXPECT_THAT(Table().List(), SizeIs(3));
+  EXPECT_EQ(Table().Create(NullVolume("v4")).status().code(), absl::StatusCode::kResourceExhausted);
 }
 
 TEST_F(VolumeTableTest, InvalidSpecIsRejectedBeforeAnythingHappens) {

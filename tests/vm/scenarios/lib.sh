@@ -146,6 +146,10 @@ start_agent() {
     ((SECONDS < deadline)) || fail "blkagent did not create $AGENT_SOCKET within 60s"
     sleep 0.1
   done
+  # The socket appears before the agent has reconciled its volumes, and calls wait until it has:
+  # one call returns when the agent serves.
+  blkctl --socket "$AGENT_SOCKET" list-volumes >/dev/null ||
+    fail "blkagent did not answer list-volumes after start"
   echo "blkagent running (pid $AGENT_PID, socket $AGENT_SOCKET)"
 }
 

@@ -27,9 +27,9 @@ main() {
   expect_eq "live volumes" 1 "$(metric 'blk_volumes{state="live"}')"
   expect_eq "unknown ublk devices beside our volume" 2 "$(metric blk_unknown_ublk_devices)"
   expect_eq "size of mine" 33554432 "$(metric 'blk_volume_size_bytes{volume="mine"}')"
-  scrape | grep -q "^blk_volume_info{.*volume=\"mine\".*device=\"$dev\"" ||
+  scrape | grep -c "^blk_volume_info{.*volume=\"mine\".*device=\"$dev\"" >/dev/null ||
     fail "no blk_volume_info for mine on $dev"
-  scrape | grep -q '^blk_node_ublk_info{.*ublk_available="true"' || fail "no node ublk info"
+  scrape | grep -c '^blk_node_ublk_info{.*ublk_available="true"' >/dev/null || fail "no node ublk info"
 
   step "deleting ours and stopping the agent leaves the foreign devices working"
   ctl delete-volume mine

@@ -78,9 +78,9 @@ expect_redirected() {
 }
 
 expect_placement_info() {
-  scrape | grep -q "^blk_volume_placement_info{.*volume=\"$1\".*} 1" ||
+  scrape | grep -c "^blk_volume_placement_info{.*volume=\"$1\".*} 1" >/dev/null ||
     fail "no blk_volume_placement_info for $1"
-  scrape | grep "^blk_volume_placement_info{.*volume=\"$1\"" | grep -q "placement=\"$2\"" ||
+  scrape | grep "^blk_volume_placement_info{.*volume=\"$1\"" | grep -c "placement=\"$2\"" >/dev/null ||
     fail "blk_volume_placement_info of $1 is not placement=\"$2\": $(scrape | grep placement_info)"
   echo "ok: blk_volume_placement_info{volume=\"$1\",placement=\"$2\"}"
 }

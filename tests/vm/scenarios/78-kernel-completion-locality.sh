@@ -98,7 +98,7 @@ main() {
     pinned=$((pinned + 1))
   done
   expect_eq "queue threads pinned" 2 "$pinned"
-  scrape | grep -q "^blk_block_completions_total{device=\"$dev\",volume=\"loc\",locality=\"other\"}" ||
+  scrape | grep -c "^blk_block_completions_total{device=\"$dev\",volume=\"loc\",locality=\"other\"}" >/dev/null ||
     fail "no completion series for $dev: $(scrape | grep blk_block_completions)"
   sysfs_set "/sys/block/$name/queue/nomerges" 2 # one request per fio I/O
 
@@ -140,7 +140,7 @@ main() {
 
   step "a device that goes away drops out of the next scrape"
   ctl delete-volume loc
-  if scrape | grep -q "^blk_block_completions_total{device=\"$dev\""; then
+  if scrape | grep -c "^blk_block_completions_total{device=\"$dev\"" >/dev/null; then
     fail "$dev still has completion series after its volume was deleted"
   fi
   echo "ok: no series for $dev after delete"

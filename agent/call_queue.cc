@@ -1,5 +1,6 @@
 #include "agent/call_queue.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -55,11 +56,13 @@ std::vector<CallQueue::Waiting> CallQueue::TakeAbandonedLocked() {
 
 void CallQueue::Submit(Call call) {
   absl::Status refusal;
+  std::optional<Call> refused;  // `call`, when it is not queued
   std::vector<Waiting> abandoned;
   {
     absl::MutexLock lock(&mutex_);
     if (closed_) {
       refusal = absl::UnavailableError("blkagent is stopping");
+      refused.emplace(std::move(call));
     } else {
       // Callers that gave up hold no place in the queue.
       if (waiting_.size() >= max_waiting_) abandoned = TakeAbandonedLocked();
@@ -69,6 +72,7 @@ void CallQueue::Submit(Call call) {
                          " calls already wait for a worker, the most it queues "
                          "(--max-waiting-calls ",
                          max_waiting_, "); retry later"));
+        refused.emplace(std::move(call));
       } else {
         if (!open_) {
           spdlog::debug("{}: waits until the volumes are reconciled", call.method);
@@ -81,9 +85,9 @@ void CallQueue::Submit(Call call) {
     }
   }
   for (Waiting& gone : abandoned) Answer(gone);
-  if (!refusal.ok()) {
-    spdlog::warn("{}: refused: {}", call.method, refusal.ToString());
-    call.refuse(refusal);
+  if (refused.has_value()) {
+    spdlog::warn("{}: refused: {}", refused->method, refusal.ToString());
+    refused->refuse(refusal);
   }
 }
 

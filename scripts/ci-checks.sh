@@ -17,7 +17,7 @@ echo "ci-checks: clang build with -Wthread-safety -Werror in $clang_build"
 cmake -S "$root" -B "$clang_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER=clang++ -DBLK_WERROR=ON -DBLK_FUZZ=OFF
 # The libraries and binaries; the test binaries are left to the gcc build, which runs them.
-cmake --build "$clang_build" -j "$(nproc)" --target blk_server blk_agent blkctl blkagent
+cmake --build "$clang_build" -j "$(nproc)" --target blk_server blk_agent blkctl blkagent blk_health_check
 clang_seconds=$((SECONDS - start))
 
 start=$SECONDS

@@ -186,7 +186,7 @@ class Driver {
   static constexpr uint32_t kMaxIoBytes = 1024 * 1024;
 
   Driver(std::unique_ptr<Backend> backend, uint16_t depth)
-      : backend_(std::move(backend)), depth_(depth), buffers_(size_t{depth} * kMaxIoBytes) {
+      : backend_(std::move(backend)), buffers_(size_t{depth} * kMaxIoBytes) {
     ring_ = std::move(*Ring::Create(512));
     attach_status_ = backend_->Attach(*ring_, 0, Completer(&Driver::Completed, this));
   }
@@ -253,7 +253,6 @@ class Driver {
 
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Ring> ring_;
-  uint16_t depth_;
   std::vector<uint8_t> buffers_;
   absl::Status attach_status_;
   std::vector<int32_t> results_;

@@ -17,6 +17,16 @@
 #   BLK_SCENARIO_TIMEOUT, BLK_SCENARIO_DIR: passed on to all.sh
 set -euo pipefail
 
+# The first line of the scenario's output that says why it failed (lib.sh's `FAIL: ...`, or
+# all.sh's time-out), so the summary at the end of CI's log names it.
+failure_reason() {
+  awk -v run="=== RUN $2" '
+    $0 == run { inside = 1; next }
+    inside && /^=== RUN / { exit }
+    inside && (/^FAIL: / || / timed out after /) { print; exit }
+  ' "$1" 2>/dev/null | cut -c1-200
+}
+
 # Everything runs inside main: bash parses a function whole before running it,
 # so editing this file while it runs (the VM takes minutes) cannot derail it.
 main() {
@@ -71,7 +81,11 @@ main() {
         passed=$((passed + 1))
       else
         failed=$((failed + 1))
-        [[ -n "$verdict" ]] || verdict="FAIL (not run: the VM exited with status $vm_status)"
+        if [[ -n "$verdict" ]]; then
+          verdict+=": $(failure_reason "$out/guest.log" "$name")"
+        else
+          verdict="FAIL (not run: the VM exited with status $vm_status)"
+        fi
       fi
       summary+=("$(printf '%-6s  %-40s %s' "$kernel" "$name" "$verdict")")
     done

@@ -39,7 +39,8 @@ admin get-volume by-admin >/dev/null
 expect_eq "volumes after the admin's create" "by-admin" "$(volume_ids)"
 
 step "a reader-group user reads, and may not change anything"
-reader list-volumes | grep -q by-admin || fail "the reader's list does not show by-admin"
+listed="$(reader list-volumes)"
+[[ "$listed" == *by-admin* ]] || fail "the reader's list does not show by-admin: $listed"
 reader get-volume by-admin >/dev/null
 reader node-info >/dev/null
 expect_fail_with "PERMISSION_DENIED: uid 61200 .* may not call CreateVolume" "reader create" \

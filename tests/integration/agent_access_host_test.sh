@@ -29,8 +29,9 @@ wait_for() {  # wait_for SECONDS COMMAND...: polls until COMMAND succeeds
   done
 }
 
-agent() {
-  "$bin/blkagent" --state-dir "$work/state" --metrics-address off --bpf-locality off "$@"
+agent() {  # agent STATE_DIR ARGS...
+  local state="$1"; shift
+  "$bin/blkagent" --state-dir "$state" --metrics-address off --bpf-locality off "$@"
 }
 
 # refused_at_start NAME TEXT ARGS...: the agent exits non-zero at once, saying TEXT.
@@ -83,7 +84,7 @@ refused_at_start "unknown reader group" "--reader-group: no group named 'nobody-
 admins=60010
 readers=60011
 socket="$work/run/agent.sock"
-agent --socket "$socket" --admin-group "$admins" --reader-group "$readers" \
+agent "$work/state" --socket "$socket" --admin-group "$admins" --reader-group "$readers" \
   --listen-tcp 127.0.0.1:0 "${tls[@]}" >"$work/agent.log" 2>&1 &
 started+=($!)
 port_known() { grep -q 'with mutual TLS (port [0-9]*)' "$work/agent.log"; }
@@ -136,30 +137,30 @@ as() {  # as UID GID GROUPS COMMAND...
   local uid="$1" gid="$2" groups="$3"; shift 3
   setpriv --reuid "$uid" --regid "$gid" --groups "$groups" -- "$@"
 }
-blk() { "$bin/blkctl" --socket "$socket" --timeout 20s "$@"; }
+blk=("$bin/blkctl" --socket "$socket" --timeout 20s)
 create=(create-volume Bad_Id --size 1M --backend null://)  # refused by the table if permitted
 
-expect "socket: root lists" 0 "" blk list-volumes
-expect "socket: root may create (reaches the table)" 1 "INVALID_ARGUMENT" blk "${create[@]}"
-expect "socket: admin group (supplementary) lists" 0 "" as 60100 60100 "60100,$admins" blk list-volumes
+expect "socket: root lists" 0 "" "${blk[@]}" list-volumes
+expect "socket: root may create (reaches the table)" 1 "INVALID_ARGUMENT" "${blk[@]}" "${create[@]}"
+expect "socket: admin group (supplementary) lists" 0 "" as 60100 60100 "60100,$admins" "${blk[@]}" list-volumes
 expect "socket: admin group may create (reaches the table)" 1 "INVALID_ARGUMENT" \
-  as 60100 60100 "60100,$admins" blk "${create[@]}"
+  as 60100 60100 "60100,$admins" "${blk[@]}" "${create[@]}"
 expect "socket: admin group (primary) may create (reaches the table)" 1 "INVALID_ARGUMENT" \
-  as 60101 "$admins" "$admins" blk "${create[@]}"
-expect "socket: reader group lists" 0 "" as 60200 60200 "60200,$readers" blk list-volumes
-expect "socket: reader group reads node info" 0 "" as 60200 60200 "60200,$readers" blk node-info
+  as 60101 "$admins" "$admins" "${blk[@]}" "${create[@]}"
+expect "socket: reader group lists" 0 "" as 60200 60200 "60200,$readers" "${blk[@]}" list-volumes
+expect "socket: reader group reads node info" 0 "" as 60200 60200 "60200,$readers" "${blk[@]}" node-info
 expect "socket: reader group may not create" 1 \
-  "PERMISSION_DENIED: uid 60200 (pid" as 60200 60200 "60200,$readers" blk "${create[@]}"
+  "PERMISSION_DENIED: uid 60200 (pid" as 60200 60200 "60200,$readers" "${blk[@]}" "${create[@]}"
 expect "socket: reader group may not delete, named in the message" 1 "may not call DeleteVolume" \
-  as 60200 60200 "60200,$readers" blk delete-volume v1
+  as 60200 60200 "60200,$readers" "${blk[@]}" delete-volume v1
 expect "socket: anyone else may not even list" 1 \
-  "PERMISSION_DENIED: uid 60300 (pid" as 60300 60300 60300 blk list-volumes
+  "PERMISSION_DENIED: uid 60300 (pid" as 60300 60300 60300 "${blk[@]}" list-volumes
 grep -q "refused: uid 60300 (pid [0-9]*) may not call ListVolumes" "$work/agent.log" &&
   pass "refusals are logged" || fail "refusal not in the log: $(tail -5 "$work/agent.log")"
 
 # --- without groups the socket stays root's, 0660, and only root is served
 socket2="$work/run2/agent.sock"
-agent --socket "$socket2" --state-dir "$work/state2" >"$work/agent2.log" 2>&1 &
+agent "$work/state2" --socket "$socket2" >"$work/agent2.log" 2>&1 &
 started+=($!)
 wait_for 30 test -S "$socket2" || { cat "$work/agent2.log"; fail "second agent starts"; exit 1; }
 mode="$(stat -c '%a %g' "$socket2")"

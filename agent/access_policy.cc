@@ -11,18 +11,6 @@
 
 namespace blk::agent {
 
-absl::string_view RoleName(Role role) {
-  switch (role) {
-    case Role::kAdmin:
-      return "admin";
-    case Role::kReader:
-      return "reader";
-    case Role::kNone:
-      break;
-  }
-  return "none";
-}
-
 namespace {
 
 bool InGroup(const PeerCredentials& peer, std::optional<gid_t> group) {

@@ -14,8 +14,6 @@ namespace blk::agent {
 // What a caller may do: everything, only the read-only RPCs, or nothing.
 enum class Role { kNone, kReader, kAdmin };
 
-absl::string_view RoleName(Role role);
-
 // Who is on the other end of a Unix socket connection, as the kernel recorded it at connect():
 // SO_PEERCRED's uid, gid and pid, and SO_PEERGROUPS' supplementary groups.
 struct PeerCredentials {

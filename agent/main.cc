@@ -12,15 +12,20 @@
 #include <chrono>
 #include <filesystem>
 #include <future>
+#include <optional>
 
 #include "CLI/CLI.hpp"
+#include "agent/access_policy.h"
 #include "agent/call_queue.h"
+#include "agent/caller_access.h"
 #include "agent/completion_locality_metrics.h"
 #include "agent/completion_locality_probe.h"
 #include "agent/metrics_collector.h"
+#include "agent/mutual_tls.h"
 #include "agent/node_info.h"
 #include "agent/state_dir_lock.h"
 #include "agent/ublk_provisioner.h"
+#include "agent/unix_listener.h"
 #include "agent/version.h"
 #include "agent/volume_service.h"
 #include "agent/volume_table.h"
@@ -45,7 +50,39 @@ struct Options {
   std::string bpf_locality = "on";
   std::vector<std::string> watch_block_devices;
   std::string zero_copy = "auto";
+  std::string admin_group;   // empty: only root may change volumes
+  std::string reader_group;  // empty: nobody else may read them
+  std::string listen_tcp;    // empty: no TCP listener
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
 };
+
+// The groups of --admin-group and --reader-group, resolved once at start.
+struct AccessGroups {
+  std::optional<gid_t> admin;
+  std::optional<gid_t> reader;
+};
+
+absl::StatusOr<AccessGroups> ResolveAccessGroups(const Options& options) {
+  AccessGroups groups;
+  if (!options.admin_group.empty()) {
+    absl::StatusOr<gid_t> admin = blk::agent::ResolveGroup(options.admin_group, "--admin-group");
+    if (!admin.ok()) return admin.status();
+    groups.admin = *admin;
+  }
+  if (!options.reader_group.empty()) {
+    absl::StatusOr<gid_t> reader = blk::agent::ResolveGroup(options.reader_group, "--reader-group");
+    if (!reader.ok()) return reader.status();
+    groups.reader = *reader;
+  }
+  return groups;
+}
+
+// The socket belongs to the admin group (root's without one), 0660. A socket has one group, so
+// with a reader group as well it is 0666: then anyone may connect, and the credentials the
+// agent reads from each connection (SO_PEERCRED) decide alone, refusing strangers by name.
+mode_t SocketMode(const AccessGroups& groups) { return groups.reader ? 0666 : 0660; }
 
 // Where gRPC binds the socket before it is renamed into place: see StartGrpc.
 std::string StagingSocketPath(const std::string& socket) { return socket + ".starting"; }
@@ -79,36 +116,73 @@ bool PrepareSocketPath(const std::string& socket) {
 // wait in the CallQueue instead): a few threads are plenty for grpcurl.
 constexpr int kSyncServiceThreads = 4;
 
-// Listens on the socket with the health service saying NOT_SERVING. gRPC's default health service
-// starts out SERVING, so the server binds a staging path and the socket is renamed into place
-// only once it says NOT_SERVING: no client sees it serving before it does.
-std::unique_ptr<grpc::Server> StartGrpc(const Options& options,
-                                        blk::agent::VolumeService& service) {
+// The gRPC server and the Unix socket the agent accepts its connections on.
+struct Endpoints {
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<blk::agent::UnixListener> listener;
+
+  // Stops accepting, then lets the calls in flight finish for up to `grace`.
+  void Stop(std::chrono::seconds grace) {
+    listener->Stop();
+    server->Shutdown(std::chrono::system_clock::now() + grace);
+    server->Wait();
+  }
+};
+
+// Adds the mutual-TLS TCP listener of --listen-tcp, if any; gRPC sets `tcp_port` to its port once
+// the server starts. False with a logged reason when its files cannot be read.
+bool AddTcpListener(const Options& options, grpc::ServerBuilder& builder, int& tcp_port) {
+  if (options.listen_tcp.empty()) return true;
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      blk::agent::MutualTlsServerCredentials(options.tls_cert, options.tls_key,
+                                             options.tls_client_ca);
+  if (!credentials.ok()) {
+    spdlog::critical("--listen-tcp: {}", std::string(credentials.status().message()));
+    return false;
+  }
+  builder.AddListeningPort(options.listen_tcp, *credentials, &tcp_port);
+  return true;
+}
+
+// Serves with the health service saying NOT_SERVING. gRPC's default health service starts out
+// SERVING, so the Unix socket is created only once it says NOT_SERVING: no client sees it serving
+// before it does. The socket is accepted by the agent (UnixListener), which tells `access` who
+// each connection comes from.
+std::optional<Endpoints> StartGrpc(const Options& options, const AccessGroups& groups,
+                                   blk::agent::VolumeService& service,
+                                   blk::agent::CallerAccess& access) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  const std::string staging = StagingSocketPath(options.socket);
-  builder.AddListeningPort("unix:" + staging, grpc::InsecureServerCredentials());
+  int tcp_port = 0;
+  if (!AddTcpListener(options, builder, tcp_port)) return std::nullopt;
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(options.max_message_size);
   grpc::ResourceQuota quota("blkagent");
   quota.SetMaxThreads(kSyncServiceThreads);
   builder.SetResourceQuota(quota);
-  // The socket is created by BuildAndStart: never let it exist with wider
-  // permissions than 0660, even for a moment.
-  const mode_t previous_umask = ::umask(0117);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ::umask(previous_umask);
-  if (!server) return nullptr;
-  server->GetHealthCheckService()->SetServingStatus(false);
-  ::chmod(staging.c_str(), 0660);
-  if (::rename(staging.c_str(), options.socket.c_str()) != 0) {
-    spdlog::critical("cannot move the socket {} to {}: {}", staging, options.socket,
-                     strerrordesc_np(errno));
-    server->Shutdown();
-    return nullptr;
+  Endpoints endpoints;
+  endpoints.server = builder.BuildAndStart();
+  if (!endpoints.server) {
+    spdlog::critical("cannot start the gRPC server{}",
+                     options.listen_tcp.empty() ? "" : " (is --listen-tcp free?)");
+    return std::nullopt;
   }
-  return server;
+  endpoints.server->GetHealthCheckService()->SetServingStatus(false);
+  if (!options.listen_tcp.empty()) {
+    spdlog::info("listening on {} with mutual TLS (port {})", options.listen_tcp, tcp_port);
+  }
+  absl::StatusOr<std::unique_ptr<blk::agent::UnixListener>> listener =
+      blk::agent::UnixListener::Listen(StagingSocketPath(options.socket), options.socket,
+                                       groups.admin, SocketMode(groups));
+  if (!listener.ok()) {
+    spdlog::critical("{}", std::string(listener.status().message()));
+    endpoints.server->Shutdown();
+    return std::nullopt;
+  }
+  endpoints.listener = std::move(*listener);
+  endpoints.listener->Serve(*endpoints.server, access);
+  return endpoints;
 }
 
 // Serves /metrics on `address` ("off": no metrics). Null with a logged reason
@@ -154,6 +228,29 @@ int WaitForTerminationSignal(const sigset_t& signals) {
   while (sigwait(&signals, &signal) != 0) {
   }
   return signal;
+}
+
+void AddAccessFlags(CLI::App& app, Options& options) {
+  app.add_option("--admin-group", options.admin_group,
+                 "group (name or gid) whose members may call every RPC on the socket, like root; "
+                 "the socket belongs to it");
+  app.add_option("--reader-group", options.reader_group,
+                 "group (name or gid) whose members may call only the read-only RPCs (get, list, "
+                 "stats, node info); the socket is then 0666 and the agent checks every caller");
+  CLI::Option* tcp =
+      app.add_option("--listen-tcp", options.listen_tcp,
+                     "HOST:PORT to serve on over TCP as well, with mutual TLS only: every client "
+                     "whose certificate --tls-client-ca verifies may call every RPC");
+  CLI::Option* cert =
+      app.add_option("--tls-cert", options.tls_cert, "PEM certificate (chain) of the TCP listener");
+  CLI::Option* key = app.add_option("--tls-key", options.tls_key, "PEM key of --tls-cert");
+  CLI::Option* client_ca = app.add_option("--tls-client-ca", options.tls_client_ca,
+                                          "PEM CA certificates that client certificates must "
+                                          "chain to");
+  tcp->needs(cert)->needs(key)->needs(client_ca);
+  cert->needs(tcp);
+  key->needs(tcp);
+  client_ca->needs(tcp);
 }
 
 void AddFlags(CLI::App& app, Options& options) {
@@ -213,6 +310,7 @@ void AddFlags(CLI::App& app, Options& options) {
                  "off: new devices always copy")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "off"}));
+  AddAccessFlags(app, options);
   app.set_version_flag("--version", blk::agent::kAgentVersion);
 }
 
@@ -257,30 +355,32 @@ void RestoreVolumes(blk::agent::VolumeTable& volumes) {
 // Listens while the volumes are reconciled (`restored`: calls wait meanwhile, the health service
 // says NOT_SERVING), then serves gRPC until SIGTERM or SIGINT and stops the server. False when it
 // cannot listen.
-bool ServeUntilSignal(const Options& options, const sigset_t& signals,
+bool ServeUntilSignal(const Options& options, const AccessGroups& groups, const sigset_t& signals,
                       blk::agent::VolumeTable& volumes,
                       const blk::agent::BpfLocalityStatus& bpf_locality,
                       const std::future<void>& restored) {
   // Outlives the server: its workers answer every call the server still waits for.
   blk::agent::CallQueue calls(options.grpc_threads, options.max_waiting_calls);
-  blk::agent::VolumeService service(volumes, bpf_locality, calls);
-  std::unique_ptr<grpc::Server> server = StartGrpc(options, service);
-  if (!server) {
+  blk::agent::CallerAccess access(blk::agent::AccessPolicy(groups.admin, groups.reader));
+  blk::agent::VolumeService service(volumes, bpf_locality, calls, access);
+  std::optional<Endpoints> endpoints = StartGrpc(options, groups, service, access);
+  if (!endpoints) {
     spdlog::critical("cannot listen on unix:{}", options.socket);
     return false;
   }
-  spdlog::info("blkagent {} listening on unix:{}, state in {}; reconciling volumes",
-               blk::agent::kAgentVersion, options.socket, options.state_dir);
+  spdlog::info("blkagent {} listening on unix:{}{}, state in {}; reconciling volumes",
+               blk::agent::kAgentVersion, options.socket,
+               options.listen_tcp.empty() ? "" : " and (mutual TLS) " + options.listen_tcp,
+               options.state_dir);
   restored.wait();
   calls.Open();
-  server->GetHealthCheckService()->SetServingStatus(true);
+  endpoints->server->GetHealthCheckService()->SetServingStatus(true);
   spdlog::info("serving ({} workers, up to {} waiting calls)", options.grpc_threads,
                options.max_waiting_calls);
   const int signal = WaitForTerminationSignal(signals);
   spdlog::info("received {}, stopping", strsignal(signal));
   calls.Close();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  server->Wait();
+  endpoints->Stop(std::chrono::seconds(10));
   return true;
 }
 
@@ -294,6 +394,11 @@ void ReleaseDevices(const Options& options, blk::agent::VolumeTable& volumes) {
 }
 
 int Run(const Options& options, const sigset_t& signals) {
+  absl::StatusOr<AccessGroups> groups = ResolveAccessGroups(options);
+  if (!groups.ok()) {
+    spdlog::critical("{}", std::string(groups.status().message()));
+    return 1;
+  }
   absl::StatusOr<blk::agent::StateDirLock> lock =
       blk::agent::StateDirLock::Acquire(options.state_dir);
   if (!lock.ok()) {
@@ -331,7 +436,7 @@ int Run(const Options& options, const sigset_t& signals) {
       return 1;
     }
   }
-  if (!ServeUntilSignal(options, signals, volumes, locality.status, restored)) {
+  if (!ServeUntilSignal(options, *groups, signals, volumes, locality.status, restored)) {
     restored.wait();
     volumes.DetachAll();
     return 1;

@@ -14,9 +14,13 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 }
 
 grpc::ServerUnaryReactor* VolumeService::Queue(grpc::CallbackServerContext* context,
-                                               const char* method,
+                                               const char* method, Access access,
                                                std::function<grpc::Status()> handler) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status permitted = access_.Check(*context, method, access); !permitted.ok()) {
+    reactor->Finish(ToGrpcStatus(permitted));
+    return reactor;
+  }
   calls_.Submit(CallQueue::Call{
       .method = method,
       .deadline = context->deadline(),
@@ -30,43 +34,46 @@ grpc::ServerUnaryReactor* VolumeService::Queue(grpc::CallbackServerContext* cont
 grpc::ServerUnaryReactor* VolumeService::CreateVolume(grpc::CallbackServerContext* context,
                                                       const v1::CreateVolumeRequest* request,
                                                       v1::CreateVolumeResponse* response) {
-  return Queue(context, "CreateVolume", [=, this] { return Create(*request, *response); });
+  return Queue(context, "CreateVolume", Access::kWrite,
+               [=, this] { return Create(*request, *response); });
 }
 
 grpc::ServerUnaryReactor* VolumeService::DeleteVolume(grpc::CallbackServerContext* context,
                                                       const v1::DeleteVolumeRequest* request,
                                                       v1::DeleteVolumeResponse*) {
-  return Queue(context, "DeleteVolume", [=, this] { return Delete(*request); });
+  return Queue(context, "DeleteVolume", Access::kWrite, [=, this] { return Delete(*request); });
 }
 
 grpc::ServerUnaryReactor* VolumeService::GetVolume(grpc::CallbackServerContext* context,
                                                    const v1::GetVolumeRequest* request,
                                                    v1::GetVolumeResponse* response) {
-  return Queue(context, "GetVolume", [=, this] { return Get(*request, *response); });
+  return Queue(context, "GetVolume", Access::kRead, [=, this] { return Get(*request, *response); });
 }
 
 grpc::ServerUnaryReactor* VolumeService::ListVolumes(grpc::CallbackServerContext* context,
                                                      const v1::ListVolumesRequest*,
                                                      v1::ListVolumesResponse* response) {
-  return Queue(context, "ListVolumes", [=, this] { return List(*response); });
+  return Queue(context, "ListVolumes", Access::kRead, [=, this] { return List(*response); });
 }
 
 grpc::ServerUnaryReactor* VolumeService::UpdateVolume(grpc::CallbackServerContext* context,
                                                       const v1::UpdateVolumeRequest* request,
                                                       v1::UpdateVolumeResponse* response) {
-  return Queue(context, "UpdateVolume", [=, this] { return Update(*request, *response); });
+  return Queue(context, "UpdateVolume", Access::kWrite,
+               [=, this] { return Update(*request, *response); });
 }
 
 grpc::ServerUnaryReactor* VolumeService::GetNodeInfo(grpc::CallbackServerContext* context,
                                                      const v1::GetNodeInfoRequest*,
                                                      v1::GetNodeInfoResponse* response) {
-  return Queue(context, "GetNodeInfo", [=, this] { return NodeInfo(*response); });
+  return Queue(context, "GetNodeInfo", Access::kRead, [=, this] { return NodeInfo(*response); });
 }
 
 grpc::ServerUnaryReactor* VolumeService::GetVolumeStats(grpc::CallbackServerContext* context,
                                                         const v1::GetVolumeStatsRequest* request,
                                                         v1::GetVolumeStatsResponse* response) {
-  return Queue(context, "GetVolumeStats", [=, this] { return Stats(*request, *response); });
+  return Queue(context, "GetVolumeStats", Access::kRead,
+               [=, this] { return Stats(*request, *response); });
 }
 
 grpc::Status VolumeService::Create(const v1::CreateVolumeRequest& request,

@@ -3,6 +3,7 @@
 #include <functional>
 
 #include "agent/call_queue.h"
+#include "agent/caller_access.h"
 #include "agent/node_info.h"
 #include "agent/volume_table.h"
 #include "blk/v1/volume.grpc.pb.h"
@@ -12,11 +13,13 @@ namespace blk::agent {
 // The gRPC face of the volume table: translates requests, and absl::Status to
 // grpc::Status, and nothing else. gRPC's callback threads only queue each call; the handlers
 // run on the CallQueue's workers, so a slow create waits for no other caller and no caller is
-// turned away while the queue has room.
+// turned away while the queue has room. A caller who may not make a call is answered
+// PERMISSION_DENIED before it is queued.
 class VolumeService final : public v1::VolumeService::CallbackService {
  public:
-  VolumeService(VolumeTable& volumes, BpfLocalityStatus bpf_locality, CallQueue& calls)
-      : volumes_(volumes), bpf_locality_(std::move(bpf_locality)), calls_(calls) {}
+  VolumeService(VolumeTable& volumes, BpfLocalityStatus bpf_locality, CallQueue& calls,
+                const CallerAccess& access)
+      : volumes_(volumes), bpf_locality_(std::move(bpf_locality)), calls_(calls), access_(access) {}
 
   grpc::ServerUnaryReactor* CreateVolume(grpc::CallbackServerContext* context,
                                          const v1::CreateVolumeRequest* request,
@@ -41,9 +44,10 @@ class VolumeService final : public v1::VolumeService::CallbackService {
                                            v1::GetVolumeStatsResponse* response) override;
 
  private:
-  // Queues `handler` to run on a worker; the reactor is finished with its status.
+  // Queues `handler` to run on a worker when the caller may make an `access` call; the reactor
+  // is finished with its status.
   grpc::ServerUnaryReactor* Queue(grpc::CallbackServerContext* context, const char* method,
-                                  std::function<grpc::Status()> handler);
+                                  Access access, std::function<grpc::Status()> handler);
 
   grpc::Status Create(const v1::CreateVolumeRequest& request, v1::CreateVolumeResponse& response);
   grpc::Status Delete(const v1::DeleteVolumeRequest& request);
@@ -57,6 +61,7 @@ class VolumeService final : public v1::VolumeService::CallbackService {
   VolumeTable& volumes_;
   const BpfLocalityStatus bpf_locality_;
   CallQueue& calls_;
+  const CallerAccess& access_;
 };
 
 grpc::Status ToGrpcStatus(const absl::Status& status);

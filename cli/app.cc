@@ -4,12 +4,14 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "cli/agent_address.h"
 #include "cli/backend_uri.h"
 #include "cli/commands.h"
 #include "cli/size_parse.h"
@@ -106,6 +108,10 @@ using Command = std::function<absl::StatusOr<std::string>(VolumeClient&)>;
 // `command`.
 struct Invocation {
   std::string socket = kDefaultSocket;
+  std::string tcp;  // empty: the Unix socket
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
   std::string timeout_text = "60s";
   std::string format_text = "table";
   Command command;  // empty: no command was given
@@ -125,6 +131,18 @@ void AddGlobalOptions(CLI::App& app, Invocation& invocation) {
   app.add_option("--socket", invocation.socket, "blkagent's Unix socket")
       ->envname(kSocketEnv)
       ->capture_default_str();
+  CLI::Option* tcp =
+      app.add_option("--tcp", invocation.tcp,
+                     "HOST:PORT of the agent's TCP listener (mutual TLS) instead of the socket");
+  CLI::Option* ca = app.add_option("--tls-ca", invocation.tls_ca,
+                                   "PEM CA certificates the agent's certificate must chain to");
+  CLI::Option* cert = app.add_option("--tls-cert", invocation.tls_cert,
+                                     "PEM client certificate (chain) to present to the agent");
+  CLI::Option* key = app.add_option("--tls-key", invocation.tls_key, "PEM key of --tls-cert");
+  tcp->needs(ca);
+  ca->needs(tcp);
+  cert->needs(tcp)->needs(key);
+  key->needs(tcp)->needs(cert);
   app.add_option("--timeout", invocation.timeout_text,
                  "Deadline of the request, e.g. 60s, 2m (creating a device can take a while)")
       ->transform(DurationValidator("timeout"))
@@ -309,7 +327,15 @@ int Dispatch(const Invocation& invocation, std::ostream& out, std::ostream& err)
   }
   // Validated during parsing, so this cannot fail here.
   const absl::Duration timeout = ParseTimeout(invocation.timeout_text).value_or(absl::Seconds(60));
-  VolumeClient client(invocation.socket, timeout);
+  absl::StatusOr<AgentAddress> address =
+      invocation.tcp.empty() ? UnixAgentAddress(invocation.socket)
+                             : TlsAgentAddress(invocation.tcp, invocation.tls_ca,
+                                               invocation.tls_cert, invocation.tls_key);
+  if (!address.ok()) {
+    err << "blkctl: " << address.status().message() << "\n";
+    return kExitUsage;
+  }
+  VolumeClient client(std::move(*address), timeout);
   absl::StatusOr<std::string> result = invocation.command(client);
   if (!result.ok()) {
     err << "blkctl: " << absl::StatusCodeToString(result.status().code()) << ": "

@@ -11,11 +11,10 @@
 
 namespace blk::cli {
 
-VolumeClient::VolumeClient(std::string socket_path, absl::Duration timeout)
-    : socket_path_(std::move(socket_path)),
+VolumeClient::VolumeClient(AgentAddress address, absl::Duration timeout)
+    : address_(std::move(address)),
       timeout_(timeout),
-      channel_(grpc::CreateChannel(absl::StrCat("unix:", socket_path_),
-                                   grpc::InsecureChannelCredentials())),
+      channel_(grpc::CreateChannel(address_.target, address_.credentials)),
       stub_(blk::v1::VolumeService::NewStub(channel_)) {}
 
 template <typename Response, typename Request, typename Method>
@@ -36,10 +35,9 @@ absl::Status VolumeClient::ToStatus(const grpc::Status& status) const {
   const bool connected = channel_->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY;
   if (!connected &&
       (code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded)) {
-    return absl::Status(code, absl::StrCat("cannot reach blkagent at ", socket_path_,
-                                           " (is it running? --socket or BLKCTL_SOCKET "
-                                           "choose another socket): ",
-                                           status.error_message()));
+    return absl::Status(
+        code, absl::StrCat("cannot reach blkagent at ", address_.description, " (is it running? ",
+                           address_.how_to_choose, "): ", status.error_message()));
   }
   return absl::Status(code, status.error_message());
 }

@@ -6,17 +6,18 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "blk/v1/volume.grpc.pb.h"
+#include "cli/agent_address.h"
 #include "grpcpp/channel.h"
 
 namespace blk::cli {
 
-// blkagent's VolumeService behind its Unix socket. Each call carries the
+// blkagent's VolumeService behind its Unix socket or TCP listener. Each call carries the
 // deadline given here; failures come back as absl::Status with the server's
 // code and message, or, when the agent cannot be reached, a message naming
-// the socket.
+// the address.
 class VolumeClient {
  public:
-  VolumeClient(std::string socket_path, absl::Duration timeout);
+  VolumeClient(AgentAddress address, absl::Duration timeout);
 
   absl::StatusOr<blk::v1::CreateVolumeResponse> CreateVolume(
       const blk::v1::CreateVolumeRequest& request);
@@ -38,7 +39,7 @@ class VolumeClient {
 
   absl::Status ToStatus(const grpc::Status& status) const;
 
-  std::string socket_path_;
+  AgentAddress address_;
   absl::Duration timeout_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<blk::v1::VolumeService::Stub> stub_;

@@ -1,0 +1,38 @@
+#include "agent/mutual_tls.h"
+
+#include <errno.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace blk::agent {
+
+absl::StatusOr<std::string> ReadPemFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return absl::ErrnoToStatus(errno, absl::StrCat("cannot read ", path));
+  std::ostringstream contents;
+  contents << file.rdbuf();
+  if (contents.str().empty()) return absl::InvalidArgumentError(absl::StrCat(path, " is empty"));
+  return contents.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MutualTlsServerCredentials(
+    const std::string& cert_file, const std::string& key_file, const std::string& client_ca_file) {
+  absl::StatusOr<std::string> cert = ReadPemFile(cert_file);
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadPemFile(key_file);
+  if (!key.ok()) return key.status();
+  absl::StatusOr<std::string> client_ca = ReadPemFile(client_ca_file);
+  if (!client_ca.ok()) return client_ca.status();
+  grpc::SslServerCredentialsOptions options(
+      GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  options.pem_root_certs = std::move(*client_ca);
+  options.pem_key_cert_pairs.push_back(
+      {.private_key = std::move(*key), .cert_chain = std::move(*cert)});
+  return grpc::SslServerCredentials(options);
+}
+
+}  // namespace blk::agent

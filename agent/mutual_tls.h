@@ -1,0 +1,20 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/security/server_credentials.h"
+
+namespace blk::agent {
+
+// Server credentials for the TCP listener: TLS with `cert_file` and `key_file`, and every client
+// must present a certificate that `client_ca_file` verifies (no certificate, or one from another
+// CA, fails the handshake). An unreadable or empty file is an error naming it.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MutualTlsServerCredentials(
+    const std::string& cert_file, const std::string& key_file, const std::string& client_ca_file);
+
+// The whole of a PEM file; an error naming the file when it cannot be read or is empty.
+absl::StatusOr<std::string> ReadPemFile(const std::string& path);
+
+}  // namespace blk::agent

@@ -24,11 +24,11 @@ enum class Lie {
   kTooLongChunk,
   kGarbageMagic,
   kSameHalfTwice,  // a read's first half sent twice, its second half never: lengths add up
-  // Connection 1 answers the requests it has with NBD_ESHUTDOWN and closes; connection 2 is
-  // closed right after accept; connection 3's options are answered NBD_REP_ERR_SHUTDOWN; then
+  // Connection 1 answers every request with NBD_ESHUTDOWN until the client hangs up; connection 2
+  // is closed right after accept; connection 3's options are answered NBD_REP_ERR_SHUTDOWN; then
   // the server behaves.
   kShutdownThenRefuse,
-  // Every connection answers the requests it has with NBD_ESHUTDOWN and closes, forever.
+  // Every connection answers every request with NBD_ESHUTDOWN until the client hangs up.
   kAlwaysShuttingDown,
 };
 
@@ -87,7 +87,8 @@ class FakeNbdServer {
     return out;
   }
 
-  // Replies NBD_ESHUTDOWN to the request just read and to every other one that already arrived.
+  // Replies NBD_ESHUTDOWN to the request just read and to every later one until the client hangs
+  // up (as nbdkit does once stopped: it waits for the client to let go).
   void AnswerShuttingDown(int fd, uint16_t command, uint64_t cookie) {
     for (;;) {
       if (command == nbd::kCmdRead) {
@@ -103,11 +104,7 @@ class FakeNbdServer {
         WriteAll(fd, reply);
       }
       uint8_t request[nbd::kRequestHeaderBytes];
-      if (::recv(fd, request, sizeof(request), MSG_PEEK | MSG_DONTWAIT) !=
-              static_cast<ssize_t>(sizeof(request)) ||
-          !ReadAll(fd, request, sizeof(request))) {
-        return;
-      }
+      if (!ReadAll(fd, request, sizeof(request))) return;
       command = nbd::GetU16(request + 6);
       cookie = nbd::GetU64(request + 8);
       if (command == nbd::kCmdWrite) {

@@ -53,6 +53,7 @@ void Backend::UseConnection(Connection connection) {
   parser_.Reset(info_.structured_replies);
   ++generation_;
   state_ = ConnState::kConnected;
+  server_shutting_down_ = false;
 }
 
 uint64_t Backend::ConnectionUserData(Event event, uint32_t extra) const {
@@ -198,7 +199,10 @@ void Backend::Finish(uint32_t slot, int32_t result) {
 }
 
 void Backend::Kick() {
-  if (state_ != ConnState::kConnected || send_in_flight_ || send_count_ == 0) return;
+  if (state_ != ConnState::kConnected || server_shutting_down_ || send_in_flight_ ||
+      send_count_ == 0) {
+    return;
+  }
   size_t n = 0;
   while (send_count_ > 0 && n + 2 <= iov_.size()) {
     const uint32_t slot = send_queue_[send_head_];
@@ -296,6 +300,11 @@ void Backend::OnRecv(int32_t res) {
     Drop();
     return;
   }
+  // Not from inside the parser: the rest of the buffer still had replies for this connection.
+  if (server_shutting_down_) {
+    Drop();
+    return;
+  }
   ArmRecv();
   Kick();
 }
@@ -345,6 +354,16 @@ ReplyTarget* Backend::Find(uint64_t cookie) {
 void Backend::Complete(uint64_t cookie) {
   const uint32_t slot = static_cast<uint32_t>(cookie);
   TagState& s = tags_[slot];
+  if (s.target.nbd_error == kNbdErrShutdown) {
+    // The server is going away (a graceful stop, an upgrade): the request waits for the next
+    // connection, like one in flight when a connection breaks. Nothing more is sent on this one,
+    // and it is dropped once the replies received so far are parsed.
+    s.phase = Phase::kQueued;
+    server_shutting_down_ = true;
+    return;
+  }
+  // Any other reply comes from a server at work: the outage, if one was under way, is over.
+  outage_open_ = false;
   if (s.target.nbd_error != 0) {
     stats_->server_errors.fetch_add(1, std::memory_order_relaxed);
     Finish(slot, -ErrnoOfNbdError(s.target.nbd_error));
@@ -362,10 +381,16 @@ void Backend::Complete(uint64_t cookie) {
 void Backend::Drop() {
   if (state_ != ConnState::kConnected) return;
   state_ = ConnState::kDraining;
-  ++outage_;
+  // A connection that broke (or whose server went away) before answering anything continues the
+  // outage under way: io_timeout counts from its start, so a server that accepts and goes away
+  // again and again cannot hold requests forever.
+  if (!outage_open_) {
+    outage_open_ = true;
+    ++outage_;
+    ArmTimer();
+  }
   // Makes the pending RECV see EOF and the pending SENDMSG fail, so both come back.
   ::shutdown(socket_.get(), SHUT_RDWR);
-  ArmTimer();
   MaybeFinishDrain();
 }
 
@@ -410,7 +435,19 @@ void Backend::OnReconnected() {
 }
 
 void Backend::OnTimer(uint32_t outage) {
-  if (state_ == ConnState::kConnected || outage != (outage_ & 0xFFFFFF)) return;
+  if (!outage_open_ || outage != (outage_ & 0xFFFFFF)) return;
+  if (state_ == ConnState::kConnected) {
+    // Reconnected, but the server has answered nothing since the outage began.
+    const bool waiting = std::any_of(tags_.begin(), tags_.end(), [](const TagState& s) {
+      return s.phase == Phase::kQueued || s.phase == Phase::kSent;
+    });
+    if (!waiting) {
+      outage_open_ = false;
+      return;
+    }
+    Drop();  // their replies must not come after they failed
+  }
+  outage_open_ = false;
   failing_ = true;
   for (uint32_t slot = 0; slot < tags_.size(); ++slot) {
     TagState& s = tags_[slot];

@@ -8,10 +8,12 @@
 // after the other. Requests other queues forward are tracked in slots after the queue's own tags;
 // their results go to their queue's ring as CqeKind::kResult messages.
 //
-// Faults: a receive or send error, EOF or a malformed reply shuts the socket down; once both
-// operations came back, a Reconnector dials from its helper thread and the ring polls its
-// eventfd. Waiting requests are resent on the new connection. When the outage lasts io_timeout,
-// every waiting request fails with EIO, and new ones fail at once until the server is back.
+// Faults: a receive or send error, EOF, a malformed reply or a server shutting down (NBD_ESHUTDOWN
+// on a request) shuts the socket down; once both operations came back, a Reconnector dials from
+// its helper thread and the ring polls its eventfd. Waiting requests are resent on the new
+// connection. When the outage lasts io_timeout (from the drop until the server answers a request
+// again), every waiting request fails with EIO, and new ones fail at once until the server is back.
+// Only io_timeout, or an error the server reports for the request itself, reaches the caller.
 #pragma once
 
 #include <linux/time_types.h>
@@ -126,6 +128,9 @@ class Backend final : public server::Backend, private ReplyTargets {
   bool send_in_flight_ = false;
   bool poll_armed_ = false;
   bool failing_ = false;  // the outage outlasted io_timeout
+  // From a drop until the server answers a request again (reconnecting alone does not end it).
+  bool outage_open_ = false;
+  bool server_shutting_down_ = false;  // it answered NBD_ESHUTDOWN on this connection
 
   // The queue's own tags, then (shared connection) Slot(queue, tag) of the forwarding queues.
   std::vector<TagState> tags_;

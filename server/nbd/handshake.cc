@@ -150,6 +150,13 @@ std::string ReplyText(const std::vector<uint8_t>& payload) {
   return std::string(payload.begin(), payload.end());
 }
 
+// A server on its way down answers options with NBD_REP_ERR_SHUTDOWN: unavailable, so worth
+// another try (a restarted one will serve), unlike a refusal of the export.
+absl::Status ShuttingDown(const Address& address, const std::vector<uint8_t>& payload) {
+  return absl::UnavailableError(
+      absl::StrCat("NBD server ", address.ToString(), " is shutting down: ", ReplyText(payload)));
+}
+
 // The server's greeting, and our flags in answer: whether the server leaves out the 124 zero
 // bytes after the export info of NBD_OPT_EXPORT_NAME.
 absl::StatusOr<bool> Greet(Wire& wire, const Address& address) {
@@ -177,13 +184,14 @@ absl::StatusOr<bool> Greet(Wire& wire, const Address& address) {
 }
 
 // NBD_OPT_STRUCTURED_REPLY: whether the server will send structured replies.
-absl::StatusOr<bool> AskStructuredReplies(Wire& wire) {
+absl::StatusOr<bool> AskStructuredReplies(Wire& wire, const Address& address) {
   absl::Status status = wire.SendOption(kOptStructuredReply, "");
   if (!status.ok()) return status;
   OptionReplyHeader header;
   std::vector<uint8_t> payload;
   status = wire.ReadOptionReply(kOptStructuredReply, &header, &payload);
   if (!status.ok()) return status;
+  if (header.type == kRepErrShutdown) return ShuttingDown(address, payload);
   return header.type == kRepAck;
 }
 
@@ -206,6 +214,7 @@ absl::StatusOr<bool> Go(Wire& wire, const Address& address, ExportInfo* info) {
     }
     if (header.type == kRepAck) break;
     if (header.type == kRepErrUnsup) return false;
+    if (header.type == kRepErrShutdown) return ShuttingDown(address, payload);
     if (header.type & kRepFlagError) {
       return absl::NotFoundError(
           absl::StrCat("NBD server ", address.ToString(), " refused export \"", address.export_name,
@@ -241,7 +250,7 @@ absl::StatusOr<Connection> Connect(const Address& address, std::chrono::millisec
   absl::StatusOr<bool> no_zeroes = Greet(wire, address);
   if (!no_zeroes.ok()) return no_zeroes.status();
   Connection connection;
-  absl::StatusOr<bool> structured = AskStructuredReplies(wire);
+  absl::StatusOr<bool> structured = AskStructuredReplies(wire, address);
   if (!structured.ok()) return structured.status();
   connection.info.structured_replies = *structured;
   absl::StatusOr<bool> went = Go(wire, address, &connection.info);

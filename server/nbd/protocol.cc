@@ -67,7 +67,7 @@ int ErrnoOfNbdError(uint32_t nbd_error) {
       return EOVERFLOW;
     case 95:
       return EOPNOTSUPP;
-    case 108:
+    case kNbdErrShutdown:
       return ESHUTDOWN;
     default:
       return EIO;

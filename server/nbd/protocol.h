@@ -33,6 +33,8 @@ inline constexpr uint32_t kRepAck = 1;
 inline constexpr uint32_t kRepInfo = 3;
 inline constexpr uint32_t kRepFlagError = 1u << 31;
 inline constexpr uint32_t kRepErrUnsup = kRepFlagError | 1;
+// The server is shutting down: it will not serve this connection (NBD_REP_ERR_SHUTDOWN).
+inline constexpr uint32_t kRepErrShutdown = kRepFlagError | 7;
 
 inline constexpr uint16_t kInfoExport = 0;
 inline constexpr uint16_t kInfoBlockSize = 3;
@@ -77,6 +79,10 @@ void PutU64(uint8_t* p, uint64_t v);
 uint16_t GetU16(const uint8_t* p);
 uint32_t GetU32(const uint8_t* p);
 uint64_t GetU64(const uint8_t* p);
+
+// NBD_ESHUTDOWN: the server is going away. Not the request's fault: it is worth resending on the
+// next connection.
+inline constexpr uint32_t kNbdErrShutdown = 108;
 
 // An NBD error number on the wire as the errno the block layer gets. Unknown values are EIO.
 int ErrnoOfNbdError(uint32_t nbd_error);

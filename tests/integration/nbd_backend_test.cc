@@ -1,10 +1,19 @@
 // The NBD backend against real nbdkit processes (and a lying fake server), driven directly
 // through its ring: no ublk device needed.
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <random>
+#include <thread>
 
 #include "gtest/gtest.h"
 #include "server/nbd/storage.h"
@@ -120,6 +129,50 @@ class NbdBackendTest : public ::testing::Test {
             << "data differs at " << ios[tag].offset << "+" << ios[tag].length;
       }
     }
+  }
+
+  // Writes and reads back under load while `restart` (true when it worked) stops the server and
+  // brings it back, from another thread as an admin would, once half the first batch completed: a
+  // graceful stop only ends once the client let go, so the I/O must go on meanwhile. Nothing may
+  // fail, and every byte must read back.
+  void RestartUnderLoad(const std::function<bool()>& restart, uint64_t span = 16 << 20) {
+    std::promise<void> half_done;
+    std::future<void> half = half_done.get_future();
+    int completions = 0;
+    driver_->on_result = [&](uint16_t, int32_t) {
+      if (++completions == kDepth / 2) half_done.set_value();
+    };
+    std::atomic<bool> restarted{false};
+    std::atomic<bool> admin_done{false};
+    // The admin thread lives until the end: nbdkit --exit-with-parent ends with the thread that
+    // started it.
+    std::promise<void> finished;
+    std::thread admin([&, until = finished.get_future()] {
+      half.wait();
+      restarted = restart();
+      admin_done = true;
+      until.wait();
+    });
+    RandomWriteReadBack(span, 3);
+    driver_->on_result = nullptr;
+    if (completions < kDepth / 2) half_done.set_value();  // failed early: let the admin go
+    // The restart may end after the last batch: the connection is served until it did.
+    while (!admin_done) driver_->Pump(std::chrono::milliseconds(50));
+    if (restarted) ExpectReadsMatchModel(span, 2);
+    finished.set_value();
+    admin.join();
+    ASSERT_TRUE(restarted) << "the server was not restarted";
+    EXPECT_GE(storage_->stats()->reconnects.load(), 1u);
+    EXPECT_EQ(storage_->stats()->timeouts.load(), 0u);
+    EXPECT_EQ(storage_->stats()->server_errors.load(), 0u);
+  }
+
+  // A 16 MiB image file in the test directory (data that outlives a server restart).
+  std::string MakeImage(const std::string& name) {
+    const std::string image = dir_ + "/" + name;
+    { std::ofstream create(image); }
+    std::filesystem::resize_file(image, 16 << 20);
+    return image;
   }
 
   bool RangeIsZero(uint16_t tag, uint32_t length) {
@@ -349,6 +402,99 @@ TEST_F(NbdBackendTest, EachQueueGetsItsOwnConnectionWithMultiConn) {
   EXPECT_EQ(other.Buffer(0)[8191], 0x3c);
 }
 
+// A Unix socket bound at `path` that never listens: connecting to it is refused (ECONNREFUSED),
+// as while a server restarts.
+class RefusingSocket {
+ public:
+  explicit RefusingSocket(const std::string& path) : path_(path) {
+    ::unlink(path_.c_str());
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un sun{};
+    sun.sun_family = AF_UNIX;
+    std::strncpy(sun.sun_path, path_.c_str(), sizeof(sun.sun_path) - 1);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&sun), sizeof(sun)) != 0) {
+      ADD_FAILURE() << "cannot bind " << path_ << ": " << std::strerror(errno);
+    }
+  }
+  ~RefusingSocket() {
+    ::close(fd_);
+    ::unlink(path_.c_str());
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// nbdkit stopped gracefully answers the requests it has with NBD_ESHUTDOWN, then closes: they are
+// resent to the restarted server, as after a crash.
+class NbdKitGracefulStopTest : public NbdBackendTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(NbdKitGracefulStopTest, StoppedAndRestartedUnderLoadLosesNothing) {
+  const std::string image = MakeImage("disk.img");
+  // The delay keeps writes in flight when the signal comes (nbdkit cuts it short).
+  StartKit({"--filter=delay", "file", image, "wdelay=20ms"});
+  ASSERT_TRUE(Open(kit_->uri(), 30000, 16 << 20).ok());
+  RestartUnderLoad([&] {
+    kit_->Stop(GetParam());
+    return kit_->Start();
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, NbdKitGracefulStopTest, ::testing::Values(SIGTERM, SIGINT),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::string(info.param == SIGTERM ? "SIGTERM" : "SIGINT");
+                         });
+
+TEST_F(NbdBackendTest, ServerAwayAndRefusingConnectionsForAWhileLosesNothing) {
+  const std::string image = MakeImage("disk.img");
+  StartKit({"--filter=delay", "file", image, "wdelay=20ms"});
+  ASSERT_TRUE(Open(kit_->uri(), 30000, 16 << 20).ok());
+  RestartUnderLoad([&] {
+    kit_->Stop(SIGTERM);
+    {
+      // Away for 600 ms (the length of the outage, not a wait for anything): the reconnect dials
+      // meanwhile are refused.
+      RefusingSocket refusing(Socket());
+      std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    }
+    return kit_->Start();
+  });
+}
+
+TEST_F(NbdBackendTest, ShutdownRepliesAndRefusedConnectionsAreRiddenOut) {
+  FakeNbdServer server(Socket(), Lie::kShutdownThenRefuse);
+  ASSERT_TRUE(Open(server.uri(), 30000, FakeNbdServer::kExportBytes).ok());
+  std::vector<BlockIo> ios;
+  for (uint16_t tag = 0; tag < 8; ++tag) {
+    ios.push_back(tag % 2 ? Io(abi::kIoOpWrite, tag * 8192, 8192)
+                          : Io(abi::kIoOpRead, tag * 8192, 8192));
+    std::memset(driver_->Buffer(tag), 0x77, 8192);
+  }
+  std::vector<int32_t> results = driver_->Run(ios);
+  for (uint16_t tag = 0; tag < 8; ++tag) EXPECT_EQ(results[tag], 8192) << "tag " << tag;
+  EXPECT_TRUE(RangeIsZero(0, 8192));
+  // Connection 1 went down, 2 and 3 were refused, 4 served.
+  EXPECT_EQ(server.connections(), 4);
+  EXPECT_EQ(storage_->stats()->reconnects.load(), 1u);
+  EXPECT_EQ(storage_->stats()->server_errors.load(), 0u);
+  EXPECT_EQ(storage_->stats()->protocol_errors.load(), 0u);
+  EXPECT_EQ(storage_->stats()->timeouts.load(), 0u);
+}
+
+TEST_F(NbdBackendTest, AServerForeverShuttingDownFailsRequestsAtIoTimeout) {
+  // Each connection succeeds and then answers NBD_ESHUTDOWN: reconnecting is no progress, so
+  // io_timeout still ends the wait.
+  FakeNbdServer server(Socket(), Lie::kAlwaysShuttingDown);
+  ASSERT_TRUE(Open(server.uri(), /*io_timeout_ms=*/800, FakeNbdServer::kExportBytes).ok());
+  const auto start = testing_nbd::Clock::now();
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 4096)), -EIO);
+  EXPECT_LT(testing_nbd::Clock::now() - start, std::chrono::seconds(10));
+  EXPECT_GE(storage_->stats()->timeouts.load(), 1u);
+  EXPECT_GE(server.connections(), 2);
+  EXPECT_EQ(storage_->stats()->server_errors.load(), 0u);
+}
+
 bool HaveProgram(const char* name) {
   const std::string command = std::string("command -v ") + name + " >/dev/null 2>&1";
   return std::system(command.c_str()) == 0;
@@ -390,6 +536,33 @@ TEST_F(NbdBackendTest, NbdServerServesTheVolume) {
   EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
 }
 
+TEST_F(NbdBackendTest, QemuNbdStoppedAndRestartedUnderLoadLosesNothing) {
+  if (!HaveProgram("qemu-nbd")) GTEST_SKIP() << "qemu-nbd is not installed (qemu-utils)";
+  const std::string image = MakeImage("qemu.img");
+  testing_nbd::ServerProcess server(
+      {"qemu-nbd", "-t", "-k", Socket(), "-f", "raw", "-x", "disk", "--shared=4", image}, Socket());
+  ASSERT_TRUE(server.Start()) << "qemu-nbd did not start";
+  absl::Status status = Open("nbd+unix:///disk?socket=" + Socket(), 30000, 16 << 20);
+  ASSERT_TRUE(status.ok()) << status;
+  RestartUnderLoad([&] { return server.Stop(SIGTERM) && server.Start(); });
+}
+
+TEST_F(NbdBackendTest, NbdServerStoppedAndRestartedUnderLoadLosesNothing) {
+  if (!HaveProgram("nbd-server")) GTEST_SKIP() << "nbd-server is not installed";
+  const std::string image = MakeImage("nbd-server.img");
+  const std::string config = dir_ + "/nbd-server.conf";
+  std::ofstream(config) << "[generic]\n  user = root\n  group = root\n  unixsock = " << Socket()
+                        << "\n[disk]\n  exportname = " << image << "\n  flush = true\n";
+  const std::string pid_file = dir_ + "/nbd-server.pid";
+  testing_nbd::ServerProcess server({"nbd-server", "-C", config, "-p", pid_file}, Socket(),
+                                    pid_file);
+  ASSERT_TRUE(server.Start()) << "nbd-server did not start";
+  absl::Status status = Open("nbd+unix:///disk?socket=" + Socket(), 30000, 16 << 20);
+  ASSERT_TRUE(status.ok()) << status;
+  // Its users stop it with SIGTERM to the pid in its pid file.
+  RestartUnderLoad([&] { return server.Stop(SIGTERM) && server.Start(); });
+}
+
 class NbdLyingServerTest : public NbdBackendTest, public ::testing::WithParamInterface<Lie> {};
 
 TEST_P(NbdLyingServerTest, ConnectionIsDroppedAndTheRequestRetried) {
@@ -416,6 +589,9 @@ INSTANTIATE_TEST_SUITE_P(Lies, NbdLyingServerTest,
                                return "GarbageMagic";
                              case Lie::kSameHalfTwice:
                                return "SameHalfTwice";
+                             case Lie::kShutdownThenRefuse:
+                             case Lie::kAlwaysShuttingDown:
+                               break;  // not lies: their own tests
                            }
                            return "Unknown";
                          });

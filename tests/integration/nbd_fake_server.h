@@ -1,6 +1,6 @@
 // A tiny NBD server for the tests: negotiates structured replies and GO for a 1 MiB export of
 // zeroes, then answers the first request of its first connection with a chosen lie, and behaves
-// on every later connection.
+// on every later connection. The shutdown kinds play a server going away gracefully instead.
 #pragma once
 
 #include <sys/socket.h>
@@ -24,6 +24,12 @@ enum class Lie {
   kTooLongChunk,
   kGarbageMagic,
   kSameHalfTwice,  // a read's first half sent twice, its second half never: lengths add up
+  // Connection 1 answers every request with NBD_ESHUTDOWN until the client hangs up; connection 2
+  // is closed right after accept; connection 3's options are answered NBD_REP_ERR_SHUTDOWN; then
+  // the server behaves.
+  kShutdownThenRefuse,
+  // Every connection answers every request with NBD_ESHUTDOWN until the client hangs up.
+  kAlwaysShuttingDown,
 };
 
 class FakeNbdServer {
@@ -79,6 +85,54 @@ class FakeNbdServer {
     nbd::PutU32(out.data() + 16, static_cast<uint32_t>(data.size()));
     out.insert(out.end(), data.begin(), data.end());
     return out;
+  }
+
+  // Replies NBD_ESHUTDOWN to the request just read and to every later one until the client hangs
+  // up (as nbdkit does once stopped: it waits for the client to let go).
+  void AnswerShuttingDown(int fd, uint16_t command, uint64_t cookie) {
+    for (;;) {
+      if (command == nbd::kCmdRead) {
+        // A read's reply must be structured: an error chunk.
+        std::vector<uint8_t> payload(6);
+        nbd::PutU32(payload.data(), nbd::kNbdErrShutdown);
+        WriteAll(fd, Chunk(cookie, nbd::kChunkError, nbd::kReplyFlagDone, payload));
+      } else {
+        std::vector<uint8_t> reply(16);
+        nbd::PutU32(reply.data(), nbd::kSimpleReplyMagic);
+        nbd::PutU32(reply.data() + 4, nbd::kNbdErrShutdown);
+        nbd::PutU64(reply.data() + 8, cookie);
+        WriteAll(fd, reply);
+      }
+      uint8_t request[nbd::kRequestHeaderBytes];
+      if (!ReadAll(fd, request, sizeof(request))) return;
+      command = nbd::GetU16(request + 6);
+      cookie = nbd::GetU64(request + 8);
+      if (command == nbd::kCmdWrite) {
+        std::vector<uint8_t> payload(nbd::GetU32(request + 24));
+        if (!ReadAll(fd, payload.data(), payload.size())) return;
+      }
+    }
+  }
+
+  // Answers every option with NBD_REP_ERR_SHUTDOWN until the client gives up.
+  void RefuseOptions(int fd) {
+    std::vector<uint8_t> greeting(18);
+    nbd::PutU64(greeting.data(), nbd::kInitMagic);
+    nbd::PutU64(greeting.data() + 8, nbd::kOptMagic);
+    nbd::PutU16(greeting.data() + 16, nbd::kFlagFixedNewstyle | nbd::kFlagNoZeroes);
+    WriteAll(fd, greeting);
+    uint8_t client_flags[4];
+    if (!ReadAll(fd, client_flags, 4)) return;
+    for (;;) {
+      uint8_t header[16];
+      if (!ReadAll(fd, header, 16)) return;
+      const uint32_t option = nbd::GetU32(header + 8);
+      std::vector<uint8_t> data(nbd::GetU32(header + 12));
+      if (!data.empty() && !ReadAll(fd, data.data(), data.size())) return;
+      const std::string message = "going down";
+      WriteAll(fd, OptionReply(option, nbd::kRepErrShutdown,
+                               std::vector<uint8_t>(message.begin(), message.end())));
+    }
   }
 
   bool Handshake(int fd) {
@@ -138,6 +192,10 @@ class FakeNbdServer {
       if (command == nbd::kCmdDisc) return;
       if (lie) {
         lie = false;
+        if (lie_ == Lie::kShutdownThenRefuse || lie_ == Lie::kAlwaysShuttingDown) {
+          AnswerShuttingDown(fd, command, cookie);
+          return;
+        }
         if (lie_ == Lie::kGarbageMagic) {
           WriteAll(fd, std::vector<uint8_t>(32, 0xAB));
         } else if (lie_ == Lie::kSameHalfTwice && command == nbd::kCmdRead) {
@@ -174,7 +232,13 @@ class FakeNbdServer {
       const int n = ++connections_;
       // Connection 1 is the volume's first (made at open); the lie goes to its first request.
       workers_.emplace_back([this, fd, n] {
-        if (Handshake(fd)) Transmit(fd, n == 1);
+        if (lie_ == Lie::kShutdownThenRefuse && n == 2) {
+          // Accepted, then closed at once.
+        } else if (lie_ == Lie::kShutdownThenRefuse && n == 3) {
+          RefuseOptions(fd);
+        } else if (Handshake(fd)) {
+          Transmit(fd, n == 1 || lie_ == Lie::kAlwaysShuttingDown);
+        }
         ::shutdown(fd, SHUT_RDWR);
       });
     }

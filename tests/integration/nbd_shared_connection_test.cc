@@ -1,11 +1,15 @@
 // Several queues of one NBD volume on a real nbdkit that does not advertise multi-conn: they share
 // queue 0's connection, each queue on its own thread and ring as in the device.
+#include <signal.h>
+
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "gtest/gtest.h"
 #include "server/nbd/storage.h"
@@ -180,6 +184,58 @@ class NbdSharedConnectionTest : public ::testing::Test {
     return {all, elsewhere};
   }
 
+  // Three queues write and read back while the server is stopped with `signal` and restarted.
+  void RestartUnderLoadOnEveryQueue(int signal) {
+    // The file plugin keeps the data across restarts; the delay keeps requests in flight.
+    const std::string image = dir_ + "/disk.img";
+    { std::ofstream create(image); }
+    std::filesystem::resize_file(image, 16 << 20);
+    StartKit({"file", image, "wdelay=20ms"}, {"delay"});
+    ASSERT_TRUE(Open(3, 16 << 20).ok());
+    std::atomic<int> completions{0};
+    std::promise<void> started;
+    std::future<void> under_load = started.get_future();
+    std::atomic<bool> restarted{false};
+    // Once 48 requests completed, the server is stopped and restarted from another thread (a
+    // graceful stop only ends once the client let go: the queues must go on meanwhile).
+    // It lives until the end: nbdkit --exit-with-parent ends with the thread that started it.
+    std::promise<void> finished;
+    std::promise<void> restart_done_promise;
+    std::future<void> restart_done = restart_done_promise.get_future();
+    std::thread admin([&, until = finished.get_future()] {
+      under_load.wait();
+      kit_->Stop(signal);
+      restarted = kit_->Start();
+      restart_done_promise.set_value();
+      until.wait();
+    });
+    OnEveryQueue([&](uint16_t q, Driver& driver) {
+      driver.on_result = [&](uint16_t, int32_t) {
+        if (++completions == 48) started.set_value();
+      };
+      std::mt19937_64 rng(3000 + q);
+      std::string problem = WriteAndReadBack(driver, regions_[q], rng, 3, 128 * 1024);
+      driver.on_result = nullptr;
+      if (problem.empty()) problem = ReadsMatch(driver, regions_[q], rng, 2);
+      return problem;
+    });
+    if (completions < 48) started.set_value();  // failed early: let the admin go
+    restart_done.wait();
+    // Read again after the restart, whenever it ended.
+    OnEveryQueue([&](uint16_t q, Driver& driver) {
+      std::mt19937_64 rng(4000 + q);
+      return ReadsMatch(driver, regions_[q], rng, 1);
+    });
+    finished.set_value();
+    admin.join();
+    EXPECT_TRUE(restarted);
+    EXPECT_GE(stats_->reconnects.load(), 1u);
+    EXPECT_EQ(stats_->timeouts.load(), 0u);
+    EXPECT_EQ(stats_->server_errors.load(), 0u);
+    // One connection at a time: the first, and one per reconnect.
+    EXPECT_EQ(LogLines(" Connect ").first, 1 + static_cast<int>(stats_->reconnects.load()));
+  }
+
   std::string dir_;
   std::unique_ptr<NbdKit> kit_;
   std::unique_ptr<nbd::Storage> storage_;
@@ -218,33 +274,12 @@ TEST_F(NbdSharedConnectionTest, FourQueuesShareOneConnectionAndReadBackWhatEachW
 }
 
 TEST_F(NbdSharedConnectionTest, ServerKilledAndRestartedMidStreamLosesNothingOnAnyQueue) {
-  // The file plugin keeps the data across restarts; the delay keeps requests in flight.
-  const std::string image = dir_ + "/disk.img";
-  { std::ofstream create(image); }
-  std::filesystem::resize_file(image, 16 << 20);
-  StartKit({"file", image, "wdelay=20ms"}, {"delay"});
-  ASSERT_TRUE(Open(3, 16 << 20).ok());
-  std::atomic<int> completions{0};
-  std::atomic<bool> restarted{false};
-  // Whichever queue sees the 48th completion kills and restarts the server, the others go on.
-  OnEveryQueue([&](uint16_t q, Driver& driver) {
-    driver.on_result = [&](uint16_t, int32_t) {
-      if (++completions == 48 && !restarted.exchange(true)) {
-        kit_->Kill();
-        if (!kit_->Start()) ADD_FAILURE() << "nbdkit did not start again";
-      }
-    };
-    std::mt19937_64 rng(3000 + q);
-    std::string problem = WriteAndReadBack(driver, regions_[q], rng, 3, 128 * 1024);
-    driver.on_result = nullptr;
-    if (problem.empty()) problem = ReadsMatch(driver, regions_[q], rng, 2);
-    return problem;
-  });
-  EXPECT_TRUE(restarted);
-  EXPECT_GE(stats_->reconnects.load(), 1u);
-  EXPECT_EQ(stats_->timeouts.load(), 0u);
-  // One connection at a time: the first, and one per reconnect.
-  EXPECT_EQ(LogLines(" Connect ").first, 1 + static_cast<int>(stats_->reconnects.load()));
+  RestartUnderLoadOnEveryQueue(SIGKILL);
+}
+
+TEST_F(NbdSharedConnectionTest, ServerStoppedGracefullyAndRestartedLosesNothingOnAnyQueue) {
+  // nbdkit answers the requests it has, forwarded ones included, with NBD_ESHUTDOWN.
+  RestartUnderLoadOnEveryQueue(SIGTERM);
 }
 
 TEST_F(NbdSharedConnectionTest, ServerErrorsReachTheForwardingQueueAndAreCounted) {

@@ -55,6 +55,14 @@ inline bool CanConnectTcp(uint16_t port) {
   return ok;
 }
 
+// Whether `pid` has ended (gone, or a zombie nobody reaped yet).
+inline bool ProcessEnded(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string pid_field, comm, state;
+  if (!(stat >> pid_field >> comm >> state)) return true;
+  return state == "Z" || state == "X";
+}
+
 // A loopback port nobody listens on right now.
 inline uint16_t FreeTcpPort() {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -87,6 +95,25 @@ class ServerProcess {
     if (pid_ <= 0) return;
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
+  }
+  // Stops it the way its users do (SIGTERM to it, or to the pid in its pid file) and waits (up to
+  // 10 s) until it is gone. False if it would not go.
+  bool Stop(int signal = SIGTERM) {
+    pid_t target = pid_;
+    if (!pid_file_.empty()) std::ifstream(pid_file_) >> target;
+    if (target <= 0 || ::kill(target, signal) != 0) return false;
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    bool ended = false;
+    while (!ended && Clock::now() < deadline) {
+      if (target == pid_) {
+        ended = ::waitpid(pid_, nullptr, WNOHANG) == pid_;
+      } else {
+        ended = ProcessEnded(target);
+      }
+      if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling interval
+    }
+    if (ended && target == pid_) pid_ = -1;
+    return ended;
   }
   bool Start() {
     ::unlink(unix_socket_.c_str());
@@ -158,9 +185,11 @@ class NbdKit {
     return false;
   }
   // SIGKILL and reap: the server vanishes mid-stream.
-  void Kill() {
+  void Kill() { Stop(SIGKILL); }
+  // Sends `signal` (SIGTERM, SIGINT: the graceful stops) and waits until it exited.
+  void Stop(int signal) {
     if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
+    ::kill(pid_, signal);
     ::waitpid(pid_, nullptr, 0);
     pid_ = -1;
   }
@@ -204,7 +233,10 @@ class Driver {
       backend_->Submit(static_cast<uint16_t>(tag), ios[tag]);
     }
     const auto deadline = Clock::now() + limit;
-    while (pending_ > 0 && Clock::now() < deadline) Pump(std::chrono::milliseconds(100));
+    while (pending_ > 0 && Clock::now() < deadline) {
+      Pump(std::chrono::milliseconds(100));
+      if (on_pumped) on_pumped();
+    }
     std::vector<int32_t> results = std::move(results_);
     results_.clear();
     return results;
@@ -236,6 +268,8 @@ class Driver {
   }
 
   std::function<void(uint16_t, int32_t)> on_result;
+  // Called by Run after each Pump (a test changing the server's state outside a completion).
+  std::function<void()> on_pumped;
   // Completions of tags that Run did not submit (or completed twice): always a bug.
   int unexpected_completions = 0;
 

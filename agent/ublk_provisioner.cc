@@ -102,8 +102,8 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec) {
   return config;
 }
 
-UblkProvisioner::UblkProvisioner(bool io_stats, bool zero_copy)
-    : io_stats_(io_stats), zero_copy_(zero_copy) {
+UblkProvisioner::UblkProvisioner(bool io_stats, bool zero_copy, uint64_t rq_affinity_flag)
+    : io_stats_(io_stats), zero_copy_(zero_copy), rq_affinity_flag_(rq_affinity_flag) {
   const char* crash = ::getenv("BLK_TEST_CRASH_AFTER_ADD_DEV");
   if (crash != nullptr && std::string_view(crash) == "1") {
     after_add_dev_ = [](uint32_t) { ::_exit(86); };
@@ -114,6 +114,7 @@ server::DeviceConfig UblkProvisioner::ConfigFor(const v1::Volume& spec) const {
   server::DeviceConfig config = DeviceConfigFor(spec);
   config.io_stats = io_stats_;
   config.zero_copy = zero_copy_;
+  config.rq_affinity_flag = rq_affinity_flag_;
   return config;
 }
 

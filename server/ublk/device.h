@@ -67,7 +67,7 @@ class Device {
   absl::StatusOr<uint32_t> RqAffinity() const { return ReadRqAffinity(UblkQueueSysfsDir(dev_id_)); }
   // Whether the kernel completes requests where rq_affinity says (SUPPORT_RQ_AFFINITY).
   bool rq_affinity_redirected() const {
-    return RqAffinityRedirected(kernel_features_, device_flags_);
+    return RqAffinityRedirected(kernel_features_, device_flags_, config_.rq_affinity_flag);
   }
 
   uint64_t kernel_features() const { return kernel_features_; }

@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "agent/volume_stats.h"
+#include "spdlog/spdlog.h"
 
 namespace blk::agent {
 namespace {
@@ -134,6 +135,14 @@ absl::StatusOr<std::unique_ptr<VolumeDevice>> UblkProvisioner::Recover(const v1:
   absl::StatusOr<std::unique_ptr<server::Device>> device =
       server::Device::Recover(static_cast<uint32_t>(device_id), config);
   if (!device.ok()) return device.status();
+  // The kernel's geometry wins (the device's queues are what ADD_DEV made); a spec that says
+  // otherwise is worth a line, not a failed recovery.
+  if (const std::string differences = server::GeometryDisagreement(config, (*device)->config());
+      !differences.empty()) {
+    spdlog::warn(
+        "volume {}: ublk device {} recovered with the kernel's geometry, not the spec's: {}",
+        spec.id(), device_id, differences);
+  }
   return std::make_unique<UblkVolumeDevice>(std::move(*device), config);
 }
 

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <bit>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/ublk/support.h"
 
 namespace blk::server {
@@ -83,6 +86,25 @@ absl::StatusOr<uint64_t> RqAffinityFeatureFlag(int bit) {
 
 const char* CopyModeName(uint64_t device_flags) {
   return (device_flags & abi::kFAutoBufReg) != 0 ? "zero_copy" : "copy";
+}
+
+DeviceConfig RecoveryConfig(const DeviceConfig& asked, const abi::CtrlDevInfo& info) {
+  DeviceConfig config = asked;
+  config.queues = info.nr_hw_queues;
+  config.queue_depth = info.queue_depth;
+  return config;
+}
+
+std::string GeometryDisagreement(const DeviceConfig& asked, const DeviceConfig& recovered) {
+  std::vector<std::string> differences;
+  if (recovered.queues != asked.queues) {
+    differences.push_back(absl::StrCat("queues ", recovered.queues, " (asked ", asked.queues, ")"));
+  }
+  if (recovered.queue_depth != asked.queue_depth) {
+    differences.push_back(
+        absl::StrCat("queue depth ", recovered.queue_depth, " (asked ", asked.queue_depth, ")"));
+  }
+  return absl::StrJoin(differences, ", ");
 }
 
 abi::CtrlDevInfo BuildDevInfo(const DeviceConfig& config, uint64_t flags, uint32_t dev_id) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -38,6 +39,15 @@ bool RqAffinityRedirected(uint64_t kernel_features, uint64_t device_flags,
 // The flag of UBLK_F_* bit `bit` as SUPPORT_RQ_AFFINITY, or InvalidArgument when no flag can be
 // that bit: outside 0..63, or a flag of a released kernel (named).
 absl::StatusOr<uint64_t> RqAffinityFeatureFlag(int bit);
+
+// The config a recovered device runs with: `asked` (from the volume's spec) with the geometry the
+// kernel allocated at ADD_DEV, which its storage and queues must match: `info`'s queue count and
+// depth.
+DeviceConfig RecoveryConfig(const DeviceConfig& asked, const abi::CtrlDevInfo& info);
+
+// What `recovered` runs with that `asked` said otherwise ("queues 2 (asked 4), ..."); empty when
+// they agree.
+std::string GeometryDisagreement(const DeviceConfig& asked, const DeviceConfig& recovered);
 
 // ADD_DEV with this id lets the kernel pick one.
 inline constexpr uint32_t kAnyDeviceId = 0xffffffffu;

@@ -129,6 +129,38 @@ TEST(RqAffinityRedirected, OnlyWhenNamedOfferedAndGranted) {
   EXPECT_FALSE(RqAffinityRedirected(0x1fffff, flag, flag));
 }
 
+abi::CtrlDevInfo KernelDevice(uint16_t queues, uint16_t depth) {
+  abi::CtrlDevInfo info{};
+  info.nr_hw_queues = queues;
+  info.queue_depth = depth;
+  info.max_io_buf_bytes = 512 * 1024;
+  info.flags = abi::kFUserRecovery | abi::kFUserRecoveryReissue;
+  return info;
+}
+
+TEST(RecoveryConfig, RunsTheKernelsGeometryWhateverTheSpecSays) {
+  const DeviceConfig asked = TypicalConfig();  // 2 queues of depth 64
+  for (const auto& [queues, depth] :
+       {std::pair<uint16_t, uint16_t>{4, 64}, {1, 64}, {2, 128}, {3, 32}}) {
+    const DeviceConfig config = RecoveryConfig(asked, KernelDevice(queues, depth));
+    EXPECT_EQ(config.queues, queues);
+    EXPECT_EQ(config.queue_depth, depth);
+    // The rest is the spec's.
+    EXPECT_EQ(config.size_bytes, asked.size_bytes);
+    EXPECT_EQ(config.max_io_bytes, asked.max_io_bytes);
+    EXPECT_TRUE(ValidateDeviceConfig(config).ok());
+  }
+}
+
+TEST(GeometryDisagreement, NamesWhatTheSpecSaidOtherwise) {
+  const DeviceConfig asked = TypicalConfig();
+  EXPECT_EQ(GeometryDisagreement(asked, RecoveryConfig(asked, KernelDevice(2, 64))), "");
+  EXPECT_EQ(GeometryDisagreement(asked, RecoveryConfig(asked, KernelDevice(4, 64))),
+            "queues 4 (asked 2)");
+  EXPECT_EQ(GeometryDisagreement(asked, RecoveryConfig(asked, KernelDevice(1, 128))),
+            "queues 1 (asked 2), queue depth 128 (asked 64)");
+}
+
 TEST(BuildDevInfo, LetsTheKernelPickTheIdAndCarriesTheGeometry) {
   abi::CtrlDevInfo info = BuildDevInfo(TypicalConfig(), abi::kFCmdIoctlEncode);
   EXPECT_EQ(info.dev_id, 0xffffffffu);

@@ -61,7 +61,7 @@ main() {
       fail "fio on the NVMe volume ended before kill $kill (too fast for the test); see fio-kill9-nvme.log"
     step "kill -9 number $kill"
     kill_agent
-    if ((kill == 3)); then
+    if ((kill == 1)); then
       # From here on the record says 1 queue where the kernel's device has 2: recovery must
       # run the kernel's geometry (storage and queues alike) and only report the spec's.
       set_recorded_queues remote 1

@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
 #include "agent/access_policy.h"
 #include "agent/call_queue.h"
 #include "agent/caller_access.h"
@@ -33,6 +34,8 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "prometheus/exposer.h"
+#include "server/ublk/params.h"
+#include "server/ublk/support.h"
 #include "spdlog/spdlog.h"
 
 namespace {
@@ -56,6 +59,8 @@ struct Options {
   std::string tls_cert;
   std::string tls_key;
   std::string tls_client_ca;
+  // UBLK_F_* bit of the proposed SUPPORT_RQ_AFFINITY; unset: never asked for.
+  std::optional<int> rq_affinity_feature_bit;
 };
 
 // The groups of --admin-group and --reader-group, resolved once at start.
@@ -311,6 +316,16 @@ void AddFlags(CLI::App& app, Options& options) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "off"}));
   AddAccessFlags(app, options);
+  app.add_option("--rq-affinity-feature-bit", options.rq_affinity_feature_bit,
+                 "the UBLK_F_* bit (0..63) of the proposed UBLK_F_SUPPORT_RQ_AFFINITY, which no "
+                 "released kernel has: new devices ask for it where the kernel advertises it, so "
+                 "completions follow queue/rq_affinity (unset: never asked for)")
+      ->check([](const std::string& text) -> std::string {
+        int bit = 0;
+        if (!absl::SimpleAtoi(text, &bit)) return "not a number: " + text;
+        absl::StatusOr<uint64_t> flag = blk::server::RqAffinityFeatureFlag(bit);
+        return flag.ok() ? "" : std::string(flag.status().message());
+      });
   app.set_version_flag("--version", blk::agent::kAgentVersion);
 }
 
@@ -393,6 +408,23 @@ void ReleaseDevices(const Options& options, blk::agent::VolumeTable& volumes) {
   }
 }
 
+// The SUPPORT_RQ_AFFINITY flag new devices ask for (0: none), logged with whether this kernel
+// advertises it.
+uint64_t RqAffinityFlag(const Options& options) {
+  if (!options.rq_affinity_feature_bit) return 0;
+  const int bit = *options.rq_affinity_feature_bit;
+  const uint64_t flag = *blk::server::RqAffinityFeatureFlag(bit);  // checked at parse
+  const blk::server::UblkSupport support = blk::server::ProbeUblk();
+  spdlog::info(
+      "SUPPORT_RQ_AFFINITY taken as UBLK_F_* bit {}: new devices ask for it where the kernel "
+      "advertises it; this kernel {}",
+      bit,
+      !support.control_available       ? "cannot be asked (" + support.error + ")"
+      : (support.features & flag) != 0 ? std::string("advertises it")
+                                       : std::string("does not advertise it"));
+  return flag;
+}
+
 int Run(const Options& options, const sigset_t& signals) {
   absl::StatusOr<AccessGroups> groups = ResolveAccessGroups(options);
   if (!groups.ok()) {
@@ -416,7 +448,8 @@ int Run(const Options& options, const sigset_t& signals) {
   // Without /metrics nothing reads the per-I/O statistics but GetVolumeStats: "off" turns off
   // their cost on the data path too (tests/bench measures it).
   blk::agent::UblkProvisioner provisioner(/*io_stats=*/options.metrics_address != "off",
-                                          /*zero_copy=*/options.zero_copy == "auto");
+                                          /*zero_copy=*/options.zero_copy == "auto",
+                                          RqAffinityFlag(options));
   blk::agent::VolumeTable volumes(std::move(*registry), provisioner, blk::agent::RealNbdSizeProbe(),
                                   blk::agent::RealNvmeNamespaceProbe(), options.limits);
   // The devices a previous agent left hold their I/O until recovered: reconcile at once, while

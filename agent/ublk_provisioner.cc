@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "agent/volume_stats.h"
+#include "spdlog/spdlog.h"
 
 namespace blk::agent {
 namespace {
@@ -102,8 +103,8 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec) {
   return config;
 }
 
-UblkProvisioner::UblkProvisioner(bool io_stats, bool zero_copy)
-    : io_stats_(io_stats), zero_copy_(zero_copy) {
+UblkProvisioner::UblkProvisioner(bool io_stats, bool zero_copy, uint64_t rq_affinity_flag)
+    : io_stats_(io_stats), zero_copy_(zero_copy), rq_affinity_flag_(rq_affinity_flag) {
   const char* crash = ::getenv("BLK_TEST_CRASH_AFTER_ADD_DEV");
   if (crash != nullptr && std::string_view(crash) == "1") {
     after_add_dev_ = [](uint32_t) { ::_exit(86); };
@@ -114,6 +115,7 @@ server::DeviceConfig UblkProvisioner::ConfigFor(const v1::Volume& spec) const {
   server::DeviceConfig config = DeviceConfigFor(spec);
   config.io_stats = io_stats_;
   config.zero_copy = zero_copy_;
+  config.rq_affinity_flag = rq_affinity_flag_;
   return config;
 }
 
@@ -133,6 +135,14 @@ absl::StatusOr<std::unique_ptr<VolumeDevice>> UblkProvisioner::Recover(const v1:
   absl::StatusOr<std::unique_ptr<server::Device>> device =
       server::Device::Recover(static_cast<uint32_t>(device_id), config);
   if (!device.ok()) return device.status();
+  // The kernel's geometry wins (the device's queues are what ADD_DEV made); a spec that says
+  // otherwise is worth a line, not a failed recovery.
+  if (const std::string differences = server::GeometryDisagreement(config, (*device)->config());
+      !differences.empty()) {
+    spdlog::warn(
+        "volume {}: ublk device {} recovered with the kernel's geometry, not the spec's: {}",
+        spec.id(), device_id, differences);
+  }
   return std::make_unique<UblkVolumeDevice>(std::move(*device), config);
 }
 

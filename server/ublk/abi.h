@@ -72,11 +72,11 @@ inline constexpr uint64_t kFSafeStopDev = 1ULL << 17;
 inline constexpr uint64_t kFNoAutoPartScan = 1ULL << 18;
 inline constexpr uint64_t kFShmemZc = 1ULL << 19;
 inline constexpr uint64_t kFIoDescSize = 1ULL << 20;
-// Proposed upstream, in no released kernel yet: the kernel completes a ublk request where the
-// queue's rq_affinity says (e.g. on the submitting CPU) instead of on the server thread's CPU. The
-// proposal's value could not be found, so this is the next free bit after the newest released
-// flag (IO_DESC_SIZE, bit 20, 7.3). This constant is the only place that knows it.
-inline constexpr uint64_t kFSupportRqAffinity = 1ULL << 21;
+// The flags of released kernels (bits 0..20, IO_DESC_SIZE in 7.3 the newest). Anything above is
+// a bit this build cannot name; the agent asks for such a bit only when an operator names it
+// (blkagent --rq-affinity-feature-bit).
+inline constexpr unsigned kKnownFeatureBits = 21;
+inline constexpr uint64_t kFKnownFeatures = (1ULL << kKnownFeatureBits) - 1;
 
 // ---- Device states ----
 inline constexpr uint16_t kDevStateDead = 0;

@@ -161,20 +161,26 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceConfig& confi
 absl::StatusOr<std::unique_ptr<Device>> Device::Recover(uint32_t dev_id,
                                                         const DeviceConfig& config) {
   if (absl::Status valid = ValidateDeviceConfig(config); !valid.ok()) return valid;
-  absl::StatusOr<std::unique_ptr<Storage>> storage = OpenStorage(config, OpenPurpose::kRecover);
+  absl::StatusOr<std::unique_ptr<ControlDevice>> control = ControlDevice::Open();
+  if (!control.ok()) return control.status();
+  // The kernel's geometry wins over the spec's, for the storage (an NBD storage opens a
+  // connection per queue) as for the queues: both must match what ADD_DEV allocated.
+  absl::StatusOr<abi::CtrlDevInfo> kernel_info = (*control)->GetDevInfo(dev_id);
+  if (!kernel_info.ok()) return kernel_info.status();
+  const DeviceConfig kernel_config = RecoveryConfig(config, *kernel_info);
+  if (absl::Status valid = ValidateDeviceConfig(kernel_config); !valid.ok()) {
+    return absl::Status(valid.code(), absl::StrCat("recover ublk device ", dev_id,
+                                                   ": the kernel's geometry: ", valid.message()));
+  }
+  absl::StatusOr<std::unique_ptr<Storage>> storage =
+      OpenStorage(kernel_config, OpenPurpose::kRecover);
   if (!storage.ok()) {
     return absl::Status(storage.status().code(), absl::StrCat("recover ublk device ", dev_id, ": ",
                                                               storage.status().message()));
   }
-  absl::StatusOr<std::unique_ptr<ControlDevice>> control = ControlDevice::Open();
-  if (!control.ok()) return control.status();
   absl::StatusOr<abi::CtrlDevInfo> info = BeginRecovery(**control, dev_id);
   if (!info.ok()) return info.status();
 
-  // The kernel's geometry wins: the queues must match what it allocated.
-  DeviceConfig kernel_config = config;
-  kernel_config.queues = info->nr_hw_queues;
-  kernel_config.queue_depth = info->queue_depth;
   std::unique_ptr<Device> device(
       new Device(kernel_config, std::move(*control), std::move(*storage), dev_id));
   device->device_flags_ = info->flags;

@@ -36,7 +36,9 @@ class Device {
                                                         uint32_t dev_id = kAnyDeviceId);
   // Takes over device `dev_id` left by a server that exited or was killed (user recovery): waits
   // (bounded) for the kernel to quiesce it, re-opens the backend (a missing backing file is an
-  // error, never re-created empty), START_USER_RECOVERY, queue threads, END_USER_RECOVERY. Queued
+  // error, never re-created empty), START_USER_RECOVERY, queue threads, END_USER_RECOVERY. The
+  // storage and the queues take the kernel device's queue count and depth (RecoveryConfig), not
+  // `config`'s: config() says what runs. Queued
   // I/O then resumes. NotFound when there is no such device; FailedPrecondition when it cannot be
   // recovered (never started, created without recovery, or still served). On failure the kernel
   // device is left as it was, for a later attempt.
@@ -67,7 +69,7 @@ class Device {
   absl::StatusOr<uint32_t> RqAffinity() const { return ReadRqAffinity(UblkQueueSysfsDir(dev_id_)); }
   // Whether the kernel completes requests where rq_affinity says (SUPPORT_RQ_AFFINITY).
   bool rq_affinity_redirected() const {
-    return RqAffinityRedirected(kernel_features_, device_flags_);
+    return RqAffinityRedirected(kernel_features_, device_flags_, config_.rq_affinity_flag);
   }
 
   uint64_t kernel_features() const { return kernel_features_; }

@@ -26,6 +26,11 @@ struct DeviceConfig {
   // Zero copy where the kernel and the backend allow it; false: always copy (a comparison, or a
   // kernel whose zero copy misbehaves).
   bool zero_copy = true;
+  // The UBLK_F_* flag that stands for the proposed SUPPORT_RQ_AFFINITY (the kernel completes a
+  // request where the queue's rq_affinity says): in no released kernel, so its value is the
+  // operator's (blkagent --rq-affinity-feature-bit, checked by RqAffinityFeatureFlag). 0: never
+  // asked for, whatever the kernel advertises.
+  uint64_t rq_affinity_flag = 0;
   BackendConfig backend;
   // Called by Device::Create between ADD_DEV and START_DEV with the new device's id; empty:
   // nothing. A test hook: the agent sets it to die there (tests/vm 72), the library has no opinion.

@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <bit>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/ublk/support.h"
 
 namespace blk::server {
 namespace {
@@ -46,7 +50,7 @@ uint64_t ChooseDeviceFlags(uint64_t kernel_features, const DeviceConfig& config,
                            const StorageTraits& storage) {
   // Copy mode with one thread per queue needs no optional feature. The ioctl encoding is asked
   // for whenever offered: newer kernels may be built without the legacy opcodes.
-  uint64_t flags = kernel_features & (abi::kFCmdIoctlEncode | abi::kFSupportRqAffinity);
+  uint64_t flags = kernel_features & (abi::kFCmdIoctlEncode | config.rq_affinity_flag);
   if (config.zero_copy && storage.zero_copy) flags |= kernel_features & abi::kFAutoBufReg;
   if ((kernel_features & abi::kFUserRecovery) == 0) return flags;
   // The kernel accepts RECOVERY alone, or with exactly one of REISSUE and FAIL_IO.
@@ -61,12 +65,46 @@ uint64_t ChooseDeviceFlags(uint64_t kernel_features, const DeviceConfig& config,
   return flags;
 }
 
-bool RqAffinityRedirected(uint64_t kernel_features, uint64_t device_flags) {
-  return (kernel_features & device_flags & abi::kFSupportRqAffinity) != 0;
+bool RqAffinityRedirected(uint64_t kernel_features, uint64_t device_flags,
+                          uint64_t rq_affinity_flag) {
+  return (kernel_features & device_flags & rq_affinity_flag) != 0;
+}
+
+absl::StatusOr<uint64_t> RqAffinityFeatureFlag(int bit) {
+  if (bit < 0 || bit > 63) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the SUPPORT_RQ_AFFINITY feature bit must be 0..63, got ", bit));
+  }
+  const uint64_t flag = uint64_t{1} << bit;
+  if ((flag & abi::kFKnownFeatures) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("the SUPPORT_RQ_AFFINITY feature bit ", bit,
+                                                   " is UBLK_F_", UblkFeatureNames(flag).front(),
+                                                   " of released kernels, not a free bit"));
+  }
+  return flag;
 }
 
 const char* CopyModeName(uint64_t device_flags) {
   return (device_flags & abi::kFAutoBufReg) != 0 ? "zero_copy" : "copy";
+}
+
+DeviceConfig RecoveryConfig(const DeviceConfig& asked, const abi::CtrlDevInfo& info) {
+  DeviceConfig config = asked;
+  config.queues = info.nr_hw_queues;
+  config.queue_depth = info.queue_depth;
+  return config;
+}
+
+std::string GeometryDisagreement(const DeviceConfig& asked, const DeviceConfig& recovered) {
+  std::vector<std::string> differences;
+  if (recovered.queues != asked.queues) {
+    differences.push_back(absl::StrCat("queues ", recovered.queues, " (asked ", asked.queues, ")"));
+  }
+  if (recovered.queue_depth != asked.queue_depth) {
+    differences.push_back(
+        absl::StrCat("queue depth ", recovered.queue_depth, " (asked ", asked.queue_depth, ")"));
+  }
+  return absl::StrJoin(differences, ", ");
 }
 
 abi::CtrlDevInfo BuildDevInfo(const DeviceConfig& config, uint64_t flags, uint32_t dev_id) {

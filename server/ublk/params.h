@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "server/backend.h"
 #include "server/ublk/abi.h"
 #include "server/ublk/device_config.h"
@@ -18,7 +20,7 @@ absl::Status ValidateDeviceConfig(const DeviceConfig& config);
 // device wants. User recovery is asked for whenever offered, so a restarted or killed agent never
 // fails an I/O: the device waits for the next agent (REISSUE: requests the old one had taken are
 // issued again), or with config.fail_fast fails I/O while no agent serves it. SUPPORT_RQ_AFFINITY
-// is asked for whenever offered, so the device's rq_affinity acts as on other block devices. Zero
+// (config.rq_affinity_flag) only when the operator named its bit and the kernel offers it. Zero
 // copy (AUTO_BUF_REG: the kernel registers each request's pages in the queue's ring) when the
 // kernel offers it, the storage can use a registered buffer and config.zero_copy allows it; copy
 // mode otherwise.
@@ -29,8 +31,23 @@ uint64_t ChooseDeviceFlags(uint64_t kernel_features, const DeviceConfig& config,
 const char* CopyModeName(uint64_t device_flags);
 
 // Whether the kernel completes the device's requests where rq_affinity says rather than on the
-// server thread's CPU: only when the kernel offers SUPPORT_RQ_AFFINITY and the device has it.
-bool RqAffinityRedirected(uint64_t kernel_features, uint64_t device_flags);
+// server thread's CPU: only when the operator named SUPPORT_RQ_AFFINITY's bit (`rq_affinity_flag`,
+// 0: not named), the kernel offers it and the device has it.
+bool RqAffinityRedirected(uint64_t kernel_features, uint64_t device_flags,
+                          uint64_t rq_affinity_flag);
+
+// The flag of UBLK_F_* bit `bit` as SUPPORT_RQ_AFFINITY, or InvalidArgument when no flag can be
+// that bit: outside 0..63, or a flag of a released kernel (named).
+absl::StatusOr<uint64_t> RqAffinityFeatureFlag(int bit);
+
+// The config a recovered device runs with: `asked` (from the volume's spec) with the geometry the
+// kernel allocated at ADD_DEV, which its storage and queues must match: `info`'s queue count and
+// depth.
+DeviceConfig RecoveryConfig(const DeviceConfig& asked, const abi::CtrlDevInfo& info);
+
+// What `recovered` runs with that `asked` said otherwise ("queues 2 (asked 4), ..."); empty when
+// they agree.
+std::string GeometryDisagreement(const DeviceConfig& asked, const DeviceConfig& recovered);
 
 // ADD_DEV with this id lets the kernel pick one.
 inline constexpr uint32_t kAnyDeviceId = 0xffffffffu;

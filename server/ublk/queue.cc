@@ -283,6 +283,12 @@ void Queue::OnUblkCompletion(uint16_t tag, int32_t res) {
     }
     return;
   }
+  if (stop_requested_) {
+    // A stop is under way: the backend gets nothing new, or under steady load the stop would wait
+    // forever. The request stays with the kernel, which requeues it for the next server when the
+    // ring closes (USER_RECOVERY_REISSUE) or answers it as the device's mode says.
+    return;
+  }
   const abi::IoDesc& desc = static_cast<const abi::IoDesc*>(descriptors_.address())[tag];
   BlockIo io;
   io.op = abi::OpOf(desc);

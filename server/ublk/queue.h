@@ -52,8 +52,9 @@ class Queue {
   Queue(const Queue&) = delete;
   Queue& operator=(const Queue&) = delete;
 
-  // Asks the thread to leave as soon as no backend I/O is in flight; its pending fetches are
-  // cancelled when its ring closes. For stops where the kernel never aborts the fetches.
+  // Asks the thread to leave as soon as no backend I/O is in flight; from then on it hands no new
+  // request to the backend (they stay with the kernel, see OnUblkCompletion). Its pending fetches
+  // are cancelled when its ring closes. For stops where the kernel never aborts the fetches.
   void RequestStop();
   // Waits for the thread to end (it also ends by itself once the kernel aborted every tag).
   void Join();

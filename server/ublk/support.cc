@@ -3,13 +3,14 @@
 #include <array>
 
 #include "absl/strings/str_cat.h"
+#include "server/ublk/abi.h"
 #include "server/ublk/control.h"
 
 namespace blk::server {
 namespace {
 
 // Index = bit number; names are the kernel's UBLK_F_* without the prefix.
-constexpr std::array<const char*, 21> kFeatureNames = {
+constexpr std::array<const char*, abi::kKnownFeatureBits> kFeatureNames = {
     "ZERO_COPY",              // 0
     "COMP_IN_TASK",           // 1
     "NEED_GET_DATA",          // 2

@@ -60,10 +60,15 @@ expect_rq_affinity() {
     "$(metric "blk_volume_rq_affinity{volume=\"$volume\"}")"
 }
 
-# The expected redirection: whether the kernel advertises the flag (bit 21,
-# server/ublk/abi.h kFSupportRqAffinity); neither test kernel does.
+# The expected redirection: never without --rq-affinity-feature-bit; with
+# --rq-affinity-feature-bit 21, whether the kernel advertises bit 21 (neither
+# test kernel does).
 expected_redirected() {
   local features
+  [[ "${RQ_AFFINITY_BIT:-}" == 21 ]] || {
+    echo false
+    return 0
+  }
   features="$(ctl node-info -o json | jq -r '.ublkFeatures // "0"')"
   if (((features >> 21) & 1)); then echo true; else echo false; fi
 }
@@ -246,11 +251,23 @@ main() {
   check_volumes "kill -9 and restart (devices recovered)"
   expect_redirected upd "$redirected"
 
-  step "devices deleted with the agent, re-created by the next one"
+  step "--rq-affinity-feature-bit: a released flag's bit or one out of range is refused"
   stop_agent
   [[ -z "$(ls /dev/ublkc* 2>/dev/null)" ]] || fail "devices left after --on-exit delete: $(ls /dev/ublkc*)"
-  start_agent --on-exit delete --metrics-address "$METRICS"
+  expect_fail_with "is UBLK_F_USER_RECOVERY of released kernels" "feature bit 3" \
+    blkagent --socket "$AGENT_SOCKET" --state-dir "$AGENT_STATE_DIR" --rq-affinity-feature-bit 3
+  expect_fail_with "must be 0..63" "feature bit 64" \
+    blkagent --socket "$AGENT_SOCKET" --state-dir "$AGENT_STATE_DIR" --rq-affinity-feature-bit 64
+
+  step "devices deleted with the agent, re-created by the next one asking for bit 21"
+  RQ_AFFINITY_BIT=21
+  start_agent --on-exit delete --metrics-address "$METRICS" --rq-affinity-feature-bit 21
+  grep -c "SUPPORT_RQ_AFFINITY taken as UBLK_F_\* bit 21" "$LOG_DIR/blkagent.log" >/dev/null ||
+    fail "no start-up line about --rq-affinity-feature-bit 21 in blkagent.log"
   check_volumes "a restart that re-created the devices"
+  redirected="$(expected_redirected)"
+  echo "the kernel advertises bit 21: $redirected"
   expect_redirected one "$redirected"
+  expect_redirected upd "$redirected"
 }
 main "$@"

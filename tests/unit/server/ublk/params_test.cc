@@ -54,31 +54,111 @@ TEST(ChooseDeviceFlags, NeverAsksForWhatTheKernelDoesNotOffer) {
   EXPECT_EQ(ChooseDeviceFlags(offered, TypicalConfig()) & ~offered, 0u);
 }
 
-TEST(ChooseDeviceFlags, AsksForRqAffinitySupportWhenTheKernelAdvertisesIt) {
-  const uint64_t offered = 0x1fffff | abi::kFSupportRqAffinity;  // a kernel with the proposal
-  EXPECT_NE(ChooseDeviceFlags(offered, TypicalConfig()) & abi::kFSupportRqAffinity, 0u);
+constexpr uint64_t kEveryBit = ~uint64_t{0};
+
+TEST(ChooseDeviceFlags, AsksForNoUnknownBitWithoutTheRqAffinityOption) {
+  // A kernel that advertises every bit, 21 and up included: none of those is asked for.
+  EXPECT_EQ(ChooseDeviceFlags(kEveryBit, TypicalConfig()) & ~abi::kFKnownFeatures, 0u);
   DeviceConfig fail_fast = TypicalConfig();
   fail_fast.fail_fast = true;
-  EXPECT_NE(ChooseDeviceFlags(offered, fail_fast) & abi::kFSupportRqAffinity, 0u);
-  EXPECT_NE(ChooseDeviceFlags(abi::kFSupportRqAffinity, TypicalConfig()) & abi::kFSupportRqAffinity,
-            0u);
+  EXPECT_EQ(ChooseDeviceFlags(kEveryBit, fail_fast) & ~abi::kFKnownFeatures, 0u);
 }
 
-TEST(ChooseDeviceFlags, DoesNotAskForRqAffinitySupportOnTheTestKernels) {
+TEST(ChooseDeviceFlags, AsksForExactlyTheNamedRqAffinityBitWhenAdvertised) {
+  for (int bit : {21, 22, 40, 63}) {
+    DeviceConfig config = TypicalConfig();
+    config.rq_affinity_flag = *RqAffinityFeatureFlag(bit);
+    EXPECT_EQ(ChooseDeviceFlags(kEveryBit, config) & ~abi::kFKnownFeatures, uint64_t{1} << bit)
+        << "bit " << bit;
+    // Not advertised: not asked for, even with every other bit offered.
+    EXPECT_EQ(
+        ChooseDeviceFlags(kEveryBit & ~config.rq_affinity_flag, config) & ~abi::kFKnownFeatures, 0u)
+        << "bit " << bit;
+    // The rest of the choice does not change.
+    EXPECT_EQ(ChooseDeviceFlags(0x1fffff | config.rq_affinity_flag, config),
+              ChooseDeviceFlags(0x1fffff, TypicalConfig()) | config.rq_affinity_flag);
+  }
+}
+
+TEST(ChooseDeviceFlags, AsksForNoRqAffinityBitOnTheTestKernels) {
+  DeviceConfig config = TypicalConfig();
+  config.rq_affinity_flag = *RqAffinityFeatureFlag(21);
   for (uint64_t offered : {uint64_t{0x1fe}, uint64_t{0x1fffff}, uint64_t{0}}) {  // 6.12, 7.3, <6.5
-    EXPECT_EQ(ChooseDeviceFlags(offered, TypicalConfig()) & abi::kFSupportRqAffinity, 0u)
+    EXPECT_EQ(ChooseDeviceFlags(offered, config) & ~abi::kFKnownFeatures, 0u)
         << "offered 0x" << std::hex << offered;
   }
 }
 
-TEST(RqAffinityRedirected, OnlyWhenTheKernelOffersItAndTheDeviceHasIt) {
-  const uint64_t with = 0x1fffff | abi::kFSupportRqAffinity;
-  EXPECT_TRUE(RqAffinityRedirected(with, ChooseDeviceFlags(with, TypicalConfig())));
-  EXPECT_FALSE(RqAffinityRedirected(0x1fffff, ChooseDeviceFlags(0x1fffff, TypicalConfig())));
-  EXPECT_FALSE(RqAffinityRedirected(0x1fe, ChooseDeviceFlags(0x1fe, TypicalConfig())));
-  // Offered but not granted (a device created by an older agent), or the reverse.
-  EXPECT_FALSE(RqAffinityRedirected(with, abi::kFUserRecovery));
-  EXPECT_FALSE(RqAffinityRedirected(0x1fffff, abi::kFSupportRqAffinity));
+TEST(RqAffinityFeatureFlag, TakesAFreeBit) {
+  EXPECT_EQ(*RqAffinityFeatureFlag(21), uint64_t{1} << 21);
+  EXPECT_EQ(*RqAffinityFeatureFlag(63), uint64_t{1} << 63);
+}
+
+TEST(RqAffinityFeatureFlag, RefusesBitsOutOfRange) {
+  for (int bit : {-1, 64, 1000}) {
+    absl::StatusOr<uint64_t> flag = RqAffinityFeatureFlag(bit);
+    EXPECT_EQ(flag.status().code(), absl::StatusCode::kInvalidArgument) << bit;
+    EXPECT_NE(flag.status().message().find("must be 0..63"), std::string::npos)
+        << flag.status().message();
+  }
+}
+
+TEST(RqAffinityFeatureFlag, RefusesTheBitOfAReleasedFlagNamingIt) {
+  absl::StatusOr<uint64_t> recovery = RqAffinityFeatureFlag(3);
+  EXPECT_EQ(recovery.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(recovery.status().message().find("UBLK_F_USER_RECOVERY"), std::string::npos)
+      << recovery.status().message();
+  for (int bit = 0; bit < 21; ++bit) EXPECT_FALSE(RqAffinityFeatureFlag(bit).ok()) << bit;
+  EXPECT_NE(RqAffinityFeatureFlag(20).status().message().find("UBLK_F_IO_DESC_SIZE"),
+            std::string::npos);
+}
+
+TEST(RqAffinityRedirected, OnlyWhenNamedOfferedAndGranted) {
+  const uint64_t flag = *RqAffinityFeatureFlag(21);
+  DeviceConfig config = TypicalConfig();
+  config.rq_affinity_flag = flag;
+  const uint64_t with = 0x1fffff | flag;
+  EXPECT_TRUE(RqAffinityRedirected(with, ChooseDeviceFlags(with, config), flag));
+  EXPECT_FALSE(RqAffinityRedirected(0x1fffff, ChooseDeviceFlags(0x1fffff, config), flag));
+  // Not named: never, even when the kernel offers the bit and the device has it (a device an
+  // agent with the option created, recovered by one without it).
+  EXPECT_FALSE(RqAffinityRedirected(kEveryBit, ChooseDeviceFlags(kEveryBit, TypicalConfig()), 0));
+  EXPECT_FALSE(RqAffinityRedirected(kEveryBit, kEveryBit, 0));
+  // Offered but not granted (a device created by an agent without the option), or the reverse.
+  EXPECT_FALSE(RqAffinityRedirected(with, abi::kFUserRecovery, flag));
+  EXPECT_FALSE(RqAffinityRedirected(0x1fffff, flag, flag));
+}
+
+abi::CtrlDevInfo KernelDevice(uint16_t queues, uint16_t depth) {
+  abi::CtrlDevInfo info{};
+  info.nr_hw_queues = queues;
+  info.queue_depth = depth;
+  info.max_io_buf_bytes = 512 * 1024;
+  info.flags = abi::kFUserRecovery | abi::kFUserRecoveryReissue;
+  return info;
+}
+
+TEST(RecoveryConfig, RunsTheKernelsGeometryWhateverTheSpecSays) {
+  const DeviceConfig asked = TypicalConfig();  // 2 queues of depth 64
+  for (const auto& [queues, depth] :
+       {std::pair<uint16_t, uint16_t>{4, 64}, {1, 64}, {2, 128}, {3, 32}}) {
+    const DeviceConfig config = RecoveryConfig(asked, KernelDevice(queues, depth));
+    EXPECT_EQ(config.queues, queues);
+    EXPECT_EQ(config.queue_depth, depth);
+    // The rest is the spec's.
+    EXPECT_EQ(config.size_bytes, asked.size_bytes);
+    EXPECT_EQ(config.max_io_bytes, asked.max_io_bytes);
+    EXPECT_TRUE(ValidateDeviceConfig(config).ok());
+  }
+}
+
+TEST(GeometryDisagreement, NamesWhatTheSpecSaidOtherwise) {
+  const DeviceConfig asked = TypicalConfig();
+  EXPECT_EQ(GeometryDisagreement(asked, RecoveryConfig(asked, KernelDevice(2, 64))), "");
+  EXPECT_EQ(GeometryDisagreement(asked, RecoveryConfig(asked, KernelDevice(4, 64))),
+            "queues 4 (asked 2)");
+  EXPECT_EQ(GeometryDisagreement(asked, RecoveryConfig(asked, KernelDevice(1, 128))),
+            "queues 1 (asked 2), queue depth 128 (asked 64)");
 }
 
 TEST(BuildDevInfo, LetsTheKernelPickTheIdAndCarriesTheGeometry) {

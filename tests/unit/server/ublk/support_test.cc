@@ -2,6 +2,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/ublk/abi.h"
 
 namespace blk::server {
 namespace {
@@ -26,6 +27,13 @@ TEST(UblkFeatureNames, NamesEveryFeatureOfKernel7_3) {
 
 TEST(UblkFeatureNames, UnknownBitsAreNamedByNumber) {
   EXPECT_THAT(UblkFeatureNames((1ULL << 40) | 1), ElementsAre("ZERO_COPY", "BIT_40"));
+}
+
+TEST(UblkFeatureNames, EveryKnownFeatureHasAName) {
+  std::vector<std::string> names = UblkFeatureNames(abi::kFKnownFeatures);
+  EXPECT_EQ(names.size(), abi::kKnownFeatureBits);
+  for (const std::string& name : names) EXPECT_EQ(name.find("BIT_"), std::string::npos) << name;
+  EXPECT_THAT(UblkFeatureNames(uint64_t{1} << abi::kKnownFeatureBits), ElementsAre("BIT_21"));
 }
 
 TEST(UblkFeatureNames, NoFeaturesNoNames) { EXPECT_TRUE(UblkFeatureNames(0).empty()); }

@@ -9,12 +9,14 @@
 # process writes its reports under BUILD/sanitizer-reports (background agents included, whose exit
 # status a test may not see); a report file left there fails the run. Suppressions, for
 # third-party code only, are in tests/sanitize/.
-# Usage: scripts/sanitize.sh asan|tsan [build|test|all]   (default all; ci-checks.sh builds the
-# asan dir before clang-tidy and tests it afterwards)
+# Usage: scripts/sanitize.sh asan|tsan [build|test|all [CTEST ARGS...]]   (default all;
+# ci-checks.sh builds the asan dir before clang-tidy and tests it afterwards). CTEST ARGS narrow
+# the tests further, e.g. scripts/sanitize.sh asan test -R Nbd.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 kind="${1:-}"
 step="${2:-all}"
+shift $(($# < 2 ? $# : 2))
 supp="$root/tests/sanitize"
 case "$kind" in
   asan)
@@ -50,13 +52,18 @@ reports="$build/sanitizer-reports"
 rm -rf "$reports"
 mkdir -p "$reports"
 common="halt_on_error=1:print_stacktrace=1:log_path=$reports/report"
+# Symbolized stacks (llvm-14 comes with clang-14).
+symbolizer="$(command -v llvm-symbolizer-14 || command -v llvm-symbolizer || true)"
+if [[ -n $symbolizer ]]; then
+  common+=":external_symbolizer_path=$symbolizer"
+fi
 export ASAN_OPTIONS="$common:abort_on_error=0:detect_leaks=1:detect_stack_use_after_return=1"
 export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="$common:suppressions=$supp/ubsan.supp"
 export TSAN_OPTIONS="$common:second_deadlock_stack=1:suppressions=$supp/tsan.supp"
 
 status=0
-(cd "$build" && ctest --output-on-failure --timeout 600 "${tests[@]}") || status=$?
+(cd "$build" && ctest --output-on-failure --timeout 600 "${tests[@]}" "$@") || status=$?
 shopt -s nullglob
 found=("$reports"/report*)
 if ((${#found[@]} > 0)); then

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# CI's static checks, run before the tests (.ci/run):
-#  1. a clang build of the libraries and binaries with -Wthread-safety (ABSL_GUARDED_BY) and
-#     -Werror, in ${BLK_CLANG_BUILD_DIR:-build-clang};
+# CI's static checks and sanitizer runs, before the main tests (.ci/run):
+#  1. the clang ASan+UBSan build (scripts/sanitize.sh asan) of everything but the fuzz targets,
+#     with -Wthread-safety (ABSL_GUARDED_BY) and -Werror, in ${BLK_CLANG_BUILD_DIR:-build-clang};
 #  2. clang-tidy on the tree's sources (BLK_TIDY_CHANGED=1: only those changed since origin);
-#  3. the main (gcc) build in ${BLK_BUILD_DIR:-build} configured with -Werror, which
+#  3. the host tests in that build (ctest -LE 'vm|fuzz'), no sanitizer report allowed;
+#  4. the TSan build of the threaded host tests and those tests (scripts/sanitize.sh tsan), in
+#     ${BLK_TSAN_BUILD_DIR:-build-tsan};
+#  5. the main (gcc) build in ${BLK_BUILD_DIR:-build} configured with -Werror, which
 #     scripts/test.sh then builds and tests.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -13,11 +16,8 @@ clang_build="${BLK_CLANG_BUILD_DIR:-$root/build-clang}"
 "$root/scripts/setup.sh"
 
 start=$SECONDS
-echo "ci-checks: clang build with -Wthread-safety -Werror in $clang_build"
-cmake -S "$root" -B "$clang_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_COMPILER=clang++ -DBLK_WERROR=ON -DBLK_FUZZ=OFF
-# The libraries and binaries; the test binaries are left to the gcc build, which runs them.
-cmake --build "$clang_build" -j "$(nproc)" --target blk_server blk_agent blkctl blkagent blk_health_check
+echo "ci-checks: clang ASan+UBSan build with -Wthread-safety -Werror in $clang_build"
+BLK_ASAN_BUILD_DIR="$clang_build" "$root/scripts/sanitize.sh" asan build
 clang_seconds=$((SECONDS - start))
 
 start=$SECONDS
@@ -28,7 +28,18 @@ fi
 "$root/tests/clang_tidy.sh" "${tidy_args[@]}"
 tidy_seconds=$((SECONDS - start))
 
+start=$SECONDS
+echo "ci-checks: host tests under ASan+UBSan in $clang_build"
+BLK_ASAN_BUILD_DIR="$clang_build" "$root/scripts/sanitize.sh" asan test
+asan_seconds=$((SECONDS - start))
+
+start=$SECONDS
+echo "ci-checks: TSan build and threaded host tests"
+"$root/scripts/sanitize.sh" tsan
+tsan_seconds=$((SECONDS - start))
+
 echo "ci-checks: gcc build configured with -Werror in $build"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBLK_WERROR=ON
 
-echo "ci-checks: passed (clang build ${clang_seconds}s, clang-tidy ${tidy_seconds}s)"
+echo "ci-checks: passed (clang ASan+UBSan build ${clang_seconds}s, clang-tidy ${tidy_seconds}s," \
+  "ASan+UBSan tests ${asan_seconds}s, TSan build and tests ${tsan_seconds}s)"

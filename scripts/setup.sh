@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   # build
+  # libclang-rt-14-dev: the sanitizer runtimes and headers (scripts/sanitize.sh, tests/fuzz)
   build-essential cmake ninja-build pkg-config clang-format clang clang-tidy libclang-rt-14-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   liburing-dev libspdlog-dev prometheus-cpp-dev libcli11-dev libgtest-dev libgmock-dev

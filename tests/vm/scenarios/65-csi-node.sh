@@ -30,6 +30,13 @@ csi_twice() {
 
 mounted() { mountpoint -q "$1"; }
 
+# On failure: the mounts under $WORK go first (deepest first), so the volumes' devices can go.
+unmount_all() {
+  findmnt -rn -o TARGET | grep "^$WORK/" | sort -r | while read -r target; do
+    umount "$target" || echo "cleanup: cannot unmount $target" >&2
+  done
+}
+
 capability() { # block|ext4 [readonly]
   if [[ "$1" == block ]]; then
     echo 'volume_capability { block {} access_mode { mode: SINGLE_NODE_WRITER } }'
@@ -57,6 +64,7 @@ blk-csi --endpoint "unix://$CSI_SOCKET" --agent-socket "$AGENT_SOCKET" --node-id
   >>"$LOG_DIR/blk-csi.log" 2>&1 &
 CSI_PID=$!
 on_exit stop_csi
+on_exit unmount_all
 wait_for "blk-csi on $CSI_SOCKET" 30 test -S "$CSI_SOCKET"
 
 step "identity, capabilities, node info"
@@ -126,7 +134,7 @@ step "agent killed -9 and restarted under the published volume: nothing lost"
 kill_agent
 start_agent
 wait_for "vfs live again" 60 bash -c \
-  "blkctl --socket '$AGENT_SOCKET' get-volume vfs -o json | jq -e '.status.state == \"VOLUME_STATE_LIVE\"' >/dev/null"
+  "blkctl --socket '$AGENT_SOCKET' get-volume vfs -o json | jq -e '.volume.status.state == \"VOLUME_STATE_LIVE\"' >/dev/null"
 echo "appended after the restart" >>"$pod_b/data"
 sync
 expect_eq "pod a reads both lines" 2 "$(wc -l <"$pod_a/data")"

@@ -1,0 +1,31 @@
+#pragma once
+
+#include <string>
+
+#include "cli/volume_client.h"
+#include "csi/v1/csi.grpc.pb.h"
+
+namespace blk::csi {
+
+// CSI Identity: who the plugin is, and whether the agent behind it answers.
+class IdentityService final : public ::csi::v1::Identity::Service {
+ public:
+  IdentityService(std::string driver_name, blk::cli::VolumeClient& agent);
+
+  grpc::Status GetPluginInfo(grpc::ServerContext* context,
+                             const ::csi::v1::GetPluginInfoRequest* request,
+                             ::csi::v1::GetPluginInfoResponse* response) override;
+  grpc::Status GetPluginCapabilities(grpc::ServerContext* context,
+                                     const ::csi::v1::GetPluginCapabilitiesRequest* request,
+                                     ::csi::v1::GetPluginCapabilitiesResponse* response) override;
+  // Ready when the agent answers and ublk is available; FAILED_PRECONDITION
+  // (the spec's "unhealthy") otherwise.
+  grpc::Status Probe(grpc::ServerContext* context, const ::csi::v1::ProbeRequest* request,
+                     ::csi::v1::ProbeResponse* response) override;
+
+ private:
+  const std::string driver_name_;
+  blk::cli::VolumeClient& agent_;
+};
+
+}  // namespace blk::csi

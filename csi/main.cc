@@ -1,0 +1,128 @@
+// blk-csi: the CSI Identity and Node services for the kubelet, on top of
+// blkagent's API. It holds no data path: restarting it never touches I/O.
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+#include "cli/app.h"
+#include "cli/volume_client.h"
+#include "csi/identity_service.h"
+#include "csi/mounter.h"
+#include "csi/node_service.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "spdlog/spdlog.h"
+
+namespace {
+
+struct Options {
+  std::string endpoint = "unix:///csi/csi.sock";
+  std::string agent_socket = blk::cli::kDefaultSocket;
+  std::string node_id;
+  std::string driver_name = "blk.csi.storage";
+  int agent_timeout_seconds = 120;
+};
+
+std::string HostName() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "";
+  return name;
+}
+
+// Termination signals are blocked before gRPC starts threads, and taken with sigwait.
+sigset_t BlockTerminationSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  return signals;
+}
+
+int Serve(const Options& options, const sigset_t& signals) {
+  absl::string_view socket = options.endpoint;
+  // The kubelet writes unix:///path; gRPC's unix:/path and a bare path work too.
+  if (!absl::ConsumePrefix(&socket, "unix://")) absl::ConsumePrefix(&socket, "unix:");
+  if (socket.empty() || socket.front() != '/') {
+    spdlog::critical("--endpoint '{}' is not unix:///absolute/path", options.endpoint);
+    return 2;
+  }
+  const std::string socket_path(socket);
+  std::error_code error;
+  std::filesystem::create_directories(std::filesystem::path(socket_path).parent_path(), error);
+  struct stat st;
+  // A socket left by an earlier blk-csi; anything else at the path is not ours to remove.
+  if (::lstat(socket_path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      spdlog::critical("{} exists and is not a socket", socket_path);
+      return 1;
+    }
+    ::unlink(socket_path.c_str());
+  }
+
+  // Staging may run mkfs on a large device: give agent calls their own, long deadline.
+  blk::cli::VolumeClient agent(options.agent_socket, absl::Seconds(options.agent_timeout_seconds));
+  blk::csi::Mounter mounter;
+  blk::csi::IdentityService identity(options.driver_name, agent);
+  blk::csi::NodeService node(options.node_id, absl::StrCat(options.driver_name, "/node"), agent,
+                             mounter);
+
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::StrCat("unix:", socket_path), grpc::InsecureServerCredentials());
+  builder.RegisterService(&identity);
+  builder.RegisterService(&node);
+  const mode_t previous_umask = ::umask(0077);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ::umask(previous_umask);
+  if (!server) {
+    spdlog::critical("cannot listen on {}", socket_path);
+    return 1;
+  }
+  spdlog::info("blk-csi {} serving on {} (node {}, blkagent at {})", options.driver_name,
+               socket_path, options.node_id, options.agent_socket);
+
+  int signal = 0;
+  while (sigwait(&signals, &signal) != 0) {
+  }
+  spdlog::info("received {}, stopping", strsignal(signal));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  ::unlink(socket_path.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  CLI::App app{"blk-csi: CSI node plugin for blkagent volumes"};
+  app.add_option("--endpoint", options.endpoint, "CSI endpoint the kubelet calls (unix:///path)")
+      ->capture_default_str();
+  app.add_option("--agent-socket", options.agent_socket, "blkagent's gRPC Unix socket")
+      ->capture_default_str();
+  app.add_option("--node-id", options.node_id, "this node's id (default: the host name)");
+  app.add_option("--driver-name", options.driver_name, "CSI driver name")->capture_default_str();
+  app.add_option("--agent-timeout", options.agent_timeout_seconds, "seconds an agent call may take")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  if (options.node_id.empty()) options.node_id = HostName();
+  if (options.node_id.empty()) {
+    spdlog::critical("no --node-id and no host name");
+    return 2;
+  }
+  const sigset_t signals = BlockTerminationSignals();
+  return Serve(options, signals);
+}

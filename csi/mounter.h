@@ -1,0 +1,47 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace blk::csi {
+
+// The host-side operations blk-csi needs. Mounting and unmounting are
+// mount(2)/umount2(2) system calls (no mount binary needed in the container);
+// probing and formatting run blkid and mkfs.<type> through fork+exec, as only
+// those tools know every file system's on-disk format.
+class Mounter {
+ public:
+  // The file system type blkid finds on `device`, "" when it finds none.
+  absl::StatusOr<std::string> FilesystemType(const std::string& device) const;
+
+  // mkfs.<fs_type> on `device` (ext4 or xfs).
+  absl::Status MakeFilesystem(const std::string& device, const std::string& fs_type) const;
+
+  // Mounts `device`'s `fs_type` at `target` (a directory, created when
+  // missing) with the options in `flags` ("noatime", "ro", file-system
+  // specific ones passed through as data).
+  absl::Status Mount(const std::string& device, const std::string& target,
+                     const std::string& fs_type, const std::vector<std::string>& flags) const;
+
+  // Bind-mounts `source` onto `target` (an existing directory or file), then
+  // remounts the bind read-only when asked.
+  absl::Status BindMount(const std::string& source, const std::string& target,
+                         bool read_only) const;
+
+  // Unmounts `target`; one that is not mounted (or does not exist) is fine.
+  absl::Status Unmount(const std::string& target) const;
+
+  // Whether a mount sits exactly at `path`.
+  absl::StatusOr<bool> IsMountPoint(const std::string& path) const;
+
+  // Where `device` is in use through the mount table: mount points of its
+  // file system (the staging mount and its binds), and of binds of its device
+  // node (on whatever file system holds it). `except` is left out.
+  absl::StatusOr<std::vector<std::string>> MountsOf(const std::string& device,
+                                                    const std::string& except) const;
+};
+
+}  // namespace blk::csi

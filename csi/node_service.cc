@@ -1,0 +1,345 @@
+#include "csi/node_service.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "csi/grpc_status.h"
+#include "csi/volume_context.h"
+
+namespace blk::csi {
+namespace {
+
+using ::csi::v1::VolumeCapability;
+
+constexpr char kDefaultFsType[] = "ext4";
+
+grpc::Status InvalidArgument(const std::string& message) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message);
+}
+
+grpc::Status RequireField(const std::string& value, const char* name) {
+  if (value.empty()) return InvalidArgument(absl::StrCat(name, " is required"));
+  return grpc::Status::OK;
+}
+
+grpc::Status RequirePath(const std::string& value, const char* name) {
+  if (value.empty()) return InvalidArgument(absl::StrCat(name, " is required"));
+  if (value.front() != '/') return InvalidArgument(absl::StrCat(name, " must be absolute"));
+  return grpc::Status::OK;
+}
+
+// A ublk device lives on one node: the modes that share a writer across nodes cannot be served.
+grpc::Status CheckCapability(bool present, const VolumeCapability& capability) {
+  if (!present) return InvalidArgument("volume_capability is required");
+  if (capability.access_type_case() == VolumeCapability::ACCESS_TYPE_NOT_SET) {
+    return InvalidArgument("volume_capability needs an access type (block or mount)");
+  }
+  switch (capability.access_mode().mode()) {
+    case VolumeCapability::AccessMode::MULTI_NODE_SINGLE_WRITER:
+    case VolumeCapability::AccessMode::MULTI_NODE_MULTI_WRITER:
+      return InvalidArgument(absl::StrCat(
+          "access mode ", VolumeCapability::AccessMode::Mode_Name(capability.access_mode().mode()),
+          " is not supported: a ublk volume is served on one node"));
+    default:
+      break;
+  }
+  if (capability.has_mount()) {
+    const std::string& fs_type = capability.mount().fs_type();
+    if (!fs_type.empty() && fs_type != "ext4" && fs_type != "xfs") {
+      return InvalidArgument(
+          absl::StrCat("fs_type '", fs_type, "' is not supported (ext4 or xfs)"));
+    }
+  }
+  return grpc::Status::OK;
+}
+
+std::string FsTypeOf(const VolumeCapability& capability) {
+  const std::string& fs_type = capability.mount().fs_type();
+  return fs_type.empty() ? kDefaultFsType : fs_type;
+}
+
+absl::Status MakeDirectory(const std::string& path) {
+  std::error_code error;
+  std::filesystem::create_directories(path, error);
+  if (error)
+    return absl::InternalError(absl::StrCat("cannot create ", path, ": ", error.message()));
+  return absl::OkStatus();
+}
+
+// The file a device node is bind-mounted onto (raw block publish).
+absl::Status MakeFile(const std::string& path) {
+  absl::Status parent = MakeDirectory(std::filesystem::path(path).parent_path());
+  if (!parent.ok()) return parent;
+  const int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("create ", path));
+  ::close(fd);
+  return absl::OkStatus();
+}
+
+std::vector<std::string> MountFlags(const VolumeCapability& capability) {
+  return {capability.mount().mount_flags().begin(), capability.mount().mount_flags().end()};
+}
+
+}  // namespace
+
+NodeService::NodeService(std::string node_id, std::string topology_key,
+                         blk::cli::VolumeClient& agent, const Mounter& mounter)
+    : node_id_(std::move(node_id)),
+      topology_key_(std::move(topology_key)),
+      agent_(agent),
+      mounter_(mounter) {}
+
+absl::StatusOr<std::string> NodeService::LiveDevice(const std::string& volume_id) {
+  blk::v1::GetVolumeRequest get;
+  get.set_id(volume_id);
+  absl::StatusOr<blk::v1::GetVolumeResponse> got = agent_.GetVolume(get);
+  if (!got.ok()) return got.status();
+  const blk::v1::VolumeStatus& status = got->volume().status();
+  if (status.state() != blk::v1::VOLUME_STATE_LIVE || status.device_path().empty()) {
+    return absl::UnavailableError(absl::StrCat("volume ", volume_id, " has no live device (",
+                                               blk::v1::VolumeState_Name(status.state()),
+                                               "): ", status.message()));
+  }
+  return status.device_path();
+}
+
+grpc::Status NodeService::NodeStageVolume(grpc::ServerContext*,
+                                          const ::csi::v1::NodeStageVolumeRequest* request,
+                                          ::csi::v1::NodeStageVolumeResponse*) {
+  for (grpc::Status check :
+       {RequireField(request->volume_id(), "volume_id"),
+        RequirePath(request->staging_target_path(), "staging_target_path"),
+        CheckCapability(request->has_volume_capability(), request->volume_capability())}) {
+    if (!check.ok()) return check;
+  }
+  const std::map<std::string, std::string> context(request->volume_context().begin(),
+                                                   request->volume_context().end());
+  absl::StatusOr<blk::v1::Volume> volume = VolumeFromContext(request->volume_id(), context);
+  if (!volume.ok()) return ToGrpc(volume.status());
+
+  absl::MutexLock lock(&operations_mu_);
+  // The agent's CreateVolume is idempotent: the same spec again is fine, a different one is
+  // ALREADY_EXISTS, which is also the spec's code for "staged with an incompatible volume".
+  blk::v1::CreateVolumeRequest create;
+  *create.mutable_volume() = *std::move(volume);
+  absl::StatusOr<blk::v1::CreateVolumeResponse> created = agent_.CreateVolume(create);
+  if (!created.ok()) return ToGrpc(created.status());
+  absl::StatusOr<std::string> device = LiveDevice(request->volume_id());
+  if (!device.ok()) return ToGrpc(device.status());
+  if (request->volume_capability().has_block()) return grpc::Status::OK;
+  return StageFilesystem(*request, *device);
+}
+
+grpc::Status NodeService::StageFilesystem(const ::csi::v1::NodeStageVolumeRequest& request,
+                                          const std::string& device) {
+  const std::string& staging = request.staging_target_path();
+  absl::StatusOr<bool> mounted = mounter_.IsMountPoint(staging);
+  if (!mounted.ok()) return ToGrpc(mounted.status());
+  if (*mounted) {
+    absl::StatusOr<std::vector<std::string>> mounts = mounter_.MountsOf(device, "");
+    if (!mounts.ok()) return ToGrpc(mounts.status());
+    for (const std::string& mount : *mounts) {
+      if (mount == staging) return grpc::Status::OK;  // staged already
+    }
+    return grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
+                        absl::StrCat(staging, " holds another mount than ", device));
+  }
+  const std::string fs_type = FsTypeOf(request.volume_capability());
+  absl::StatusOr<std::string> found = mounter_.FilesystemType(device);
+  if (!found.ok()) return ToGrpc(found.status());
+  if (found->empty()) {
+    absl::Status made = mounter_.MakeFilesystem(device, fs_type);
+    if (!made.ok()) return ToGrpc(made);
+  } else if (*found != fs_type) {
+    // Never reformat: the device holds data of another kind than asked for.
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        absl::StrCat(device, " of volume ", request.volume_id(), " holds ", *found,
+                                     ", not the requested ", fs_type));
+  }
+  return ToGrpc(mounter_.Mount(device, staging, fs_type, MountFlags(request.volume_capability())));
+}
+
+grpc::Status NodeService::NodeUnstageVolume(grpc::ServerContext*,
+                                            const ::csi::v1::NodeUnstageVolumeRequest* request,
+                                            ::csi::v1::NodeUnstageVolumeResponse*) {
+  for (grpc::Status check : {RequireField(request->volume_id(), "volume_id"),
+                             RequirePath(request->staging_target_path(), "staging_target_path")}) {
+    if (!check.ok()) return check;
+  }
+  absl::MutexLock lock(&operations_mu_);
+  blk::v1::GetVolumeRequest get;
+  get.set_id(request->volume_id());
+  absl::StatusOr<blk::v1::GetVolumeResponse> got = agent_.GetVolume(get);
+  if (!got.ok() && got.status().code() != absl::StatusCode::kNotFound) {
+    return ToGrpc(got.status());
+  }
+  const std::string device = got.ok() ? got->volume().status().device_path() : "";
+  if (!device.empty()) {
+    // Still published somewhere: unstaging now would pull the device from under a pod.
+    absl::StatusOr<std::vector<std::string>> mounts =
+        mounter_.MountsOf(device, request->staging_target_path());
+    if (!mounts.ok()) return ToGrpc(mounts.status());
+    if (!mounts->empty()) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          absl::StrCat("volume ", request->volume_id(), " (", device,
+                                       ") is still mounted at ", absl::StrJoin(*mounts, ", ")));
+    }
+  }
+  absl::Status unmounted = mounter_.Unmount(request->staging_target_path());
+  if (!unmounted.ok()) return ToGrpc(unmounted);
+  if (!got.ok()) return grpc::Status::OK;  // the agent volume is gone already
+  // Not forced: a device some process still holds open stays, and the agent's
+  // FAILED_PRECONDITION says so.
+  blk::v1::DeleteVolumeRequest remove;
+  remove.set_id(request->volume_id());
+  return ToGrpc(agent_.DeleteVolume(remove).status());
+}
+
+grpc::Status NodeService::NodePublishVolume(grpc::ServerContext*,
+                                            const ::csi::v1::NodePublishVolumeRequest* request,
+                                            ::csi::v1::NodePublishVolumeResponse*) {
+  for (grpc::Status check :
+       {RequireField(request->volume_id(), "volume_id"),
+        RequirePath(request->staging_target_path(), "staging_target_path"),
+        RequirePath(request->target_path(), "target_path"),
+        CheckCapability(request->has_volume_capability(), request->volume_capability())}) {
+    if (!check.ok()) return check;
+  }
+  absl::MutexLock lock(&operations_mu_);
+  const std::string& target = request->target_path();
+  absl::StatusOr<bool> published = mounter_.IsMountPoint(target);
+  if (!published.ok()) return ToGrpc(published.status());
+  if (*published) return grpc::Status::OK;
+
+  absl::StatusOr<std::string> device = LiveDevice(request->volume_id());
+  if (!device.ok()) {
+    if (device.status().code() == absl::StatusCode::kNotFound) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat("volume ", request->volume_id(), " is not staged here"));
+    }
+    return ToGrpc(device.status());
+  }
+  if (request->volume_capability().has_block()) {
+    absl::Status file = MakeFile(target);
+    if (!file.ok()) return ToGrpc(file);
+    return ToGrpc(mounter_.BindMount(*device, target, request->readonly()));
+  }
+  const std::string& staging = request->staging_target_path();
+  absl::StatusOr<bool> staged = mounter_.IsMountPoint(staging);
+  if (!staged.ok()) return ToGrpc(staged.status());
+  if (!*staged) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        absl::StrCat("volume ", request->volume_id(), " is not staged at ", staging,
+                                     " (NodeStageVolume first)"));
+  }
+  absl::Status directory = MakeDirectory(target);
+  if (!directory.ok()) return ToGrpc(directory);
+  return ToGrpc(mounter_.BindMount(staging, target, request->readonly()));
+}
+
+grpc::Status NodeService::NodeUnpublishVolume(grpc::ServerContext*,
+                                              const ::csi::v1::NodeUnpublishVolumeRequest* request,
+                                              ::csi::v1::NodeUnpublishVolumeResponse*) {
+  for (grpc::Status check : {RequireField(request->volume_id(), "volume_id"),
+                             RequirePath(request->target_path(), "target_path")}) {
+    if (!check.ok()) return check;
+  }
+  absl::MutexLock lock(&operations_mu_);
+  absl::Status unmounted = mounter_.Unmount(request->target_path());
+  if (!unmounted.ok()) return ToGrpc(unmounted);
+  // The spec has the plugin remove what it created at the target path.
+  std::error_code error;
+  std::filesystem::remove(request->target_path(), error);
+  if (error) {
+    return grpc::Status(
+        grpc::StatusCode::INTERNAL,
+        absl::StrCat("cannot remove ", request->target_path(), ": ", error.message()));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeService::NodeGetVolumeStats(grpc::ServerContext*,
+                                             const ::csi::v1::NodeGetVolumeStatsRequest* request,
+                                             ::csi::v1::NodeGetVolumeStatsResponse* response) {
+  for (grpc::Status check : {RequireField(request->volume_id(), "volume_id"),
+                             RequirePath(request->volume_path(), "volume_path")}) {
+    if (!check.ok()) return check;
+  }
+  struct stat st;
+  if (::stat(request->volume_path().c_str(), &st) != 0) {
+    const int err = errno;
+    const absl::Status status = absl::ErrnoToStatus(err, request->volume_path());
+    if (err == ENOENT) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, std::string(status.message()));
+    }
+    return ToGrpc(status);
+  }
+  blk::v1::GetVolumeRequest get;
+  get.set_id(request->volume_id());
+  absl::StatusOr<blk::v1::GetVolumeResponse> got = agent_.GetVolume(get);
+  if (!got.ok()) return ToGrpc(got.status());
+  const blk::v1::Volume& volume = got->volume();
+
+  if (S_ISDIR(st.st_mode)) {
+    struct statvfs fs;
+    if (::statvfs(request->volume_path().c_str(), &fs) != 0) {
+      return ToGrpc(absl::ErrnoToStatus(errno, absl::StrCat("statvfs ", request->volume_path())));
+    }
+    ::csi::v1::VolumeUsage* bytes = response->add_usage();
+    bytes->set_unit(::csi::v1::VolumeUsage::BYTES);
+    bytes->set_total(static_cast<int64_t>(fs.f_blocks * fs.f_frsize));
+    bytes->set_available(static_cast<int64_t>(fs.f_bavail * fs.f_frsize));
+    bytes->set_used(static_cast<int64_t>((fs.f_blocks - fs.f_bfree) * fs.f_frsize));
+    ::csi::v1::VolumeUsage* inodes = response->add_usage();
+    inodes->set_unit(::csi::v1::VolumeUsage::INODES);
+    inodes->set_total(static_cast<int64_t>(fs.f_files));
+    inodes->set_available(static_cast<int64_t>(fs.f_favail));
+    inodes->set_used(static_cast<int64_t>(fs.f_files - fs.f_ffree));
+  } else {
+    ::csi::v1::VolumeUsage* bytes = response->add_usage();
+    bytes->set_unit(::csi::v1::VolumeUsage::BYTES);
+    bytes->set_total(static_cast<int64_t>(volume.size_bytes()));
+  }
+
+  ::csi::v1::VolumeCondition* condition = response->mutable_volume_condition();
+  const blk::v1::VolumeStatus& status = volume.status();
+  if (status.state() == blk::v1::VOLUME_STATE_LIVE) {
+    condition->set_message("live");
+  } else {
+    condition->set_abnormal(true);
+    condition->set_message(
+        absl::StrCat(blk::v1::VolumeState_Name(status.state()), ": ", status.message()));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeService::NodeGetCapabilities(grpc::ServerContext*,
+                                              const ::csi::v1::NodeGetCapabilitiesRequest*,
+                                              ::csi::v1::NodeGetCapabilitiesResponse* response) {
+  using Rpc = ::csi::v1::NodeServiceCapability::RPC;
+  for (Rpc::Type type : {Rpc::STAGE_UNSTAGE_VOLUME, Rpc::GET_VOLUME_STATS, Rpc::VOLUME_CONDITION}) {
+    response->add_capabilities()->mutable_rpc()->set_type(type);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeService::NodeGetInfo(grpc::ServerContext*, const ::csi::v1::NodeGetInfoRequest*,
+                                      ::csi::v1::NodeGetInfoResponse* response) {
+  response->set_node_id(node_id_);
+  (*response->mutable_accessible_topology()->mutable_segments())[topology_key_] = node_id_;
+  return grpc::Status::OK;
+}
+
+}  // namespace blk::csi

@@ -1,0 +1,59 @@
+#pragma once
+
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "cli/volume_client.h"
+#include "csi/mounter.h"
+#include "csi/v1/csi.grpc.pb.h"
+
+namespace blk::csi {
+
+// CSI Node: stage = the agent volume (created from the volume context) plus,
+// in filesystem mode, a file system mounted at the staging path; publish = a
+// bind of that mount (or of the device node, raw block) at the target path.
+// Every call is idempotent. Required fields are checked before anything is
+// touched. The calls that change state run one at a time: they are short,
+// and the kubelet may retry a call while the first one still runs.
+class NodeService final : public ::csi::v1::Node::Service {
+ public:
+  NodeService(std::string node_id, std::string topology_key, blk::cli::VolumeClient& agent,
+              const Mounter& mounter);
+
+  grpc::Status NodeStageVolume(grpc::ServerContext* context,
+                               const ::csi::v1::NodeStageVolumeRequest* request,
+                               ::csi::v1::NodeStageVolumeResponse* response) override;
+  grpc::Status NodeUnstageVolume(grpc::ServerContext* context,
+                                 const ::csi::v1::NodeUnstageVolumeRequest* request,
+                                 ::csi::v1::NodeUnstageVolumeResponse* response) override;
+  grpc::Status NodePublishVolume(grpc::ServerContext* context,
+                                 const ::csi::v1::NodePublishVolumeRequest* request,
+                                 ::csi::v1::NodePublishVolumeResponse* response) override;
+  grpc::Status NodeUnpublishVolume(grpc::ServerContext* context,
+                                   const ::csi::v1::NodeUnpublishVolumeRequest* request,
+                                   ::csi::v1::NodeUnpublishVolumeResponse* response) override;
+  grpc::Status NodeGetVolumeStats(grpc::ServerContext* context,
+                                  const ::csi::v1::NodeGetVolumeStatsRequest* request,
+                                  ::csi::v1::NodeGetVolumeStatsResponse* response) override;
+  grpc::Status NodeGetCapabilities(grpc::ServerContext* context,
+                                   const ::csi::v1::NodeGetCapabilitiesRequest* request,
+                                   ::csi::v1::NodeGetCapabilitiesResponse* response) override;
+  grpc::Status NodeGetInfo(grpc::ServerContext* context,
+                           const ::csi::v1::NodeGetInfoRequest* request,
+                           ::csi::v1::NodeGetInfoResponse* response) override;
+
+ private:
+  // The agent volume's device, or NOT_FOUND / UNAVAILABLE (no live device).
+  absl::StatusOr<std::string> LiveDevice(const std::string& volume_id);
+  grpc::Status StageFilesystem(const ::csi::v1::NodeStageVolumeRequest& request,
+                               const std::string& device);
+
+  const std::string node_id_;
+  const std::string topology_key_;
+  blk::cli::VolumeClient& agent_;
+  const Mounter& mounter_;
+  // Held through every state-changing call (the mounts and the agent's volumes are the state).
+  absl::Mutex operations_mu_;
+};
+
+}  // namespace blk::csi

@@ -1,0 +1,80 @@
+#include "csi/volume_context.h"
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "cli/backend_uri.h"
+#include "cli/size_parse.h"
+
+namespace blk::csi {
+namespace {
+
+absl::Status BadValue(absl::string_view key, absl::string_view value, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("volume context ", key, "='", value, "': ", why));
+}
+
+absl::StatusOr<uint32_t> ParseUint(absl::string_view key, absl::string_view value, uint32_t min,
+                                   uint32_t max) {
+  uint32_t number = 0;
+  if (!absl::SimpleAtoi(value, &number) || number < min || number > max) {
+    return BadValue(key, value, absl::StrCat("want an integer in ", min, "..", max));
+  }
+  return number;
+}
+
+// Kubernetes quantities write binary units as "Gi"; blkctl's sizes take "G", "GiB" or "Gi".
+absl::StatusOr<uint64_t> ParseContextSize(absl::string_view value) {
+  absl::string_view text = value;
+  std::string with_b;
+  if (absl::EndsWith(text, "i")) {
+    with_b = absl::StrCat(text, "B");
+    text = with_b;
+  }
+  absl::StatusOr<uint64_t> size = blk::cli::ParseSize(text);
+  if (!size.ok()) return BadValue(kSizeKey, value, size.status().message());
+  return size;
+}
+
+}  // namespace
+
+absl::StatusOr<blk::v1::Volume> VolumeFromContext(
+    absl::string_view volume_id, const std::map<std::string, std::string>& context) {
+  const auto backend = context.find(kBackendKey);
+  if (backend == context.end() || backend->second.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("volume context has no '", kBackendKey,
+                     "' (a backend URI such as file:///var/lib/blk/a.img or nbd://host/export)"));
+  }
+  absl::StatusOr<blk::v1::Volume> volume = blk::cli::ParseBackendUri(backend->second);
+  if (!volume.ok()) return BadValue(kBackendKey, backend->second, volume.status().message());
+  volume->set_id(std::string(volume_id));
+
+  for (const auto& [key, value] : context) {
+    if (key == kBackendKey || absl::StrContains(key, '/')) continue;
+    if (key == kSizeKey) {
+      absl::StatusOr<uint64_t> size = ParseContextSize(value);
+      if (!size.ok()) return size.status();
+      volume->set_size_bytes(*size);
+    } else if (key == kQueuesKey) {
+      absl::StatusOr<uint32_t> queues = ParseUint(key, value, 1, 4096);
+      if (!queues.ok()) return queues.status();
+      volume->set_queues(*queues);
+    } else if (key == kRqAffinityKey) {
+      absl::StatusOr<uint32_t> rq_affinity = ParseUint(key, value, 0, 2);
+      if (!rq_affinity.ok()) return rq_affinity.status();
+      volume->set_rq_affinity(*rq_affinity);
+    } else if (key == kPlacementKey) {
+      volume->set_placement(value);
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("volume context has an unknown key '", key, "' (known: ", kBackendKey, ", ",
+                       kSizeKey, ", ", kQueuesKey, ", ", kRqAffinityKey, ", ", kPlacementKey, ")"));
+    }
+  }
+  return volume;
+}
+
+}  // namespace blk::csi

@@ -1,0 +1,179 @@
+#include "csi/node_service.h"
+
+#include <string>
+
+#include "absl/time/time.h"
+#include "cli/volume_client.h"
+#include "csi/mounter.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace blk::csi {
+namespace {
+
+using ::csi::v1::VolumeCapability;
+using ::testing::HasSubstr;
+
+// No agent listens here: a request that passes the checks fails reaching it, UNAVAILABLE.
+class NodeServiceTest : public ::testing::Test {
+ protected:
+  NodeServiceTest()
+      : agent_("/nonexistent/blkagent.sock", absl::Seconds(5)),
+        node_("node-1", "blk.csi.storage/node", agent_, mounter_) {}
+
+  static VolumeCapability MountCapability(const std::string& fs_type = "") {
+    VolumeCapability capability;
+    capability.mutable_mount()->set_fs_type(fs_type);
+    capability.mutable_access_mode()->set_mode(VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
+    return capability;
+  }
+
+  static ::csi::v1::NodeStageVolumeRequest StageRequest() {
+    ::csi::v1::NodeStageVolumeRequest request;
+    request.set_volume_id("pvc-1");
+    request.set_staging_target_path("/var/lib/kubelet/staging/pvc-1");
+    *request.mutable_volume_capability() = MountCapability();
+    (*request.mutable_volume_context())["backend"] = "null://";
+    (*request.mutable_volume_context())["size"] = "64Mi";
+    return request;
+  }
+
+  static ::csi::v1::NodePublishVolumeRequest PublishRequest() {
+    ::csi::v1::NodePublishVolumeRequest request;
+    request.set_volume_id("pvc-1");
+    request.set_staging_target_path("/var/lib/kubelet/staging/pvc-1");
+    request.set_target_path("/var/lib/kubelet/pods/p/volumes/pvc-1/mount");
+    *request.mutable_volume_capability() = MountCapability();
+    return request;
+  }
+
+  grpc::Status Stage(const ::csi::v1::NodeStageVolumeRequest& request) {
+    ::csi::v1::NodeStageVolumeResponse response;
+    return node_.NodeStageVolume(nullptr, &request, &response);
+  }
+  grpc::Status Publish(const ::csi::v1::NodePublishVolumeRequest& request) {
+    ::csi::v1::NodePublishVolumeResponse response;
+    return node_.NodePublishVolume(nullptr, &request, &response);
+  }
+
+  static void ExpectInvalid(const grpc::Status& status, const std::string& message) {
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr(message));
+  }
+
+  blk::cli::VolumeClient agent_;
+  Mounter mounter_;
+  NodeService node_;
+};
+
+TEST_F(NodeServiceTest, AValidStageGoesOnToTheAgent) {
+  EXPECT_EQ(Stage(StageRequest()).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(NodeServiceTest, StageRefusesMissingAndBadFields) {
+  auto request = StageRequest();
+  request.clear_volume_id();
+  ExpectInvalid(Stage(request), "volume_id is required");
+
+  request = StageRequest();
+  request.clear_staging_target_path();
+  ExpectInvalid(Stage(request), "staging_target_path is required");
+
+  request = StageRequest();
+  request.set_staging_target_path("relative/path");
+  ExpectInvalid(Stage(request), "staging_target_path must be absolute");
+
+  request = StageRequest();
+  request.clear_volume_capability();
+  ExpectInvalid(Stage(request), "volume_capability is required");
+
+  request = StageRequest();
+  request.mutable_volume_capability()->clear_mount();
+  ExpectInvalid(Stage(request), "access type");
+
+  request = StageRequest();
+  *request.mutable_volume_capability() = MountCapability("btrfs");
+  ExpectInvalid(Stage(request), "fs_type 'btrfs'");
+
+  request = StageRequest();
+  request.mutable_volume_capability()->mutable_access_mode()->set_mode(
+      VolumeCapability::AccessMode::MULTI_NODE_MULTI_WRITER);
+  ExpectInvalid(Stage(request), "MULTI_NODE_MULTI_WRITER");
+
+  request = StageRequest();
+  request.mutable_volume_context()->erase("backend");
+  ExpectInvalid(Stage(request), "'backend'");
+}
+
+TEST_F(NodeServiceTest, PublishRefusesMissingFields) {
+  auto request = PublishRequest();
+  request.clear_volume_id();
+  ExpectInvalid(Publish(request), "volume_id is required");
+
+  request = PublishRequest();
+  request.clear_target_path();
+  ExpectInvalid(Publish(request), "target_path is required");
+
+  request = PublishRequest();
+  request.clear_staging_target_path();
+  ExpectInvalid(Publish(request), "staging_target_path is required");
+
+  request = PublishRequest();
+  request.clear_volume_capability();
+  ExpectInvalid(Publish(request), "volume_capability is required");
+}
+
+TEST_F(NodeServiceTest, UnpublishUnstageAndStatsRefuseMissingFields) {
+  ::csi::v1::NodeUnpublishVolumeRequest unpublish;
+  ::csi::v1::NodeUnpublishVolumeResponse unpublished;
+  unpublish.set_target_path("/t");
+  ExpectInvalid(node_.NodeUnpublishVolume(nullptr, &unpublish, &unpublished), "volume_id");
+  unpublish.set_volume_id("pvc-1");
+  unpublish.clear_target_path();
+  ExpectInvalid(node_.NodeUnpublishVolume(nullptr, &unpublish, &unpublished), "target_path");
+
+  ::csi::v1::NodeUnstageVolumeRequest unstage;
+  ::csi::v1::NodeUnstageVolumeResponse unstaged;
+  unstage.set_staging_target_path("/s");
+  ExpectInvalid(node_.NodeUnstageVolume(nullptr, &unstage, &unstaged), "volume_id");
+  unstage.set_volume_id("pvc-1");
+  unstage.clear_staging_target_path();
+  ExpectInvalid(node_.NodeUnstageVolume(nullptr, &unstage, &unstaged), "staging_target_path");
+
+  ::csi::v1::NodeGetVolumeStatsRequest stats;
+  ::csi::v1::NodeGetVolumeStatsResponse stats_response;
+  stats.set_volume_path("/v");
+  ExpectInvalid(node_.NodeGetVolumeStats(nullptr, &stats, &stats_response), "volume_id");
+  stats.set_volume_id("pvc-1");
+  stats.clear_volume_path();
+  ExpectInvalid(node_.NodeGetVolumeStats(nullptr, &stats, &stats_response), "volume_path");
+}
+
+TEST_F(NodeServiceTest, StatsOfAMissingPathIsNotFound) {
+  ::csi::v1::NodeGetVolumeStatsRequest stats;
+  ::csi::v1::NodeGetVolumeStatsResponse response;
+  stats.set_volume_id("pvc-1");
+  stats.set_volume_path("/nonexistent/volume/path");
+  EXPECT_EQ(node_.NodeGetVolumeStats(nullptr, &stats, &response).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(NodeServiceTest, CapabilitiesAndInfo) {
+  ::csi::v1::NodeGetCapabilitiesRequest request;
+  ::csi::v1::NodeGetCapabilitiesResponse response;
+  ASSERT_TRUE(node_.NodeGetCapabilities(nullptr, &request, &response).ok());
+  std::vector<int> types;
+  for (const auto& capability : response.capabilities()) types.push_back(capability.rpc().type());
+  using Rpc = ::csi::v1::NodeServiceCapability::RPC;
+  EXPECT_THAT(types, ::testing::UnorderedElementsAre(Rpc::STAGE_UNSTAGE_VOLUME,
+                                                     Rpc::GET_VOLUME_STATS, Rpc::VOLUME_CONDITION));
+
+  ::csi::v1::NodeGetInfoRequest info_request;
+  ::csi::v1::NodeGetInfoResponse info;
+  ASSERT_TRUE(node_.NodeGetInfo(nullptr, &info_request, &info).ok());
+  EXPECT_EQ(info.node_id(), "node-1");
+  EXPECT_EQ(info.accessible_topology().segments().at("blk.csi.storage/node"), "node-1");
+}
+
+}  // namespace
+}  // namespace blk::csi

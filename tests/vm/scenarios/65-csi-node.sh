@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# blk-csi driven as a kubelet drives it, over gRPC (blk_csi_client), on the
+# real agent: identity and capabilities; a filesystem volume (file backend)
+# staged (mkfs + mount), published at two targets plus a read-only one,
+# written, the agent killed -9 and restarted underneath, unpublished,
+# unstaged (the agent volume deleted), staged again with its data still
+# there; a raw block volume the same way with dd; every call made twice
+# (idempotent); missing required fields, a conflicting restage and an unstage
+# of a still-published volume refused with the spec's codes.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+CSI_SOCKET="$WORK/csi/csi.sock"
+CSI_PID=""
+
+stop_csi() {
+  [[ -n "$CSI_PID" ]] || return 0
+  kill -TERM "$CSI_PID"
+  wait_gone "$CSI_PID" 20 || fail "blk-csi did not exit within 20s of SIGTERM"
+  wait "$CSI_PID" || fail "blk-csi exited with status $? after SIGTERM"
+  CSI_PID=""
+}
+
+csi() { blk_csi_client "unix://$CSI_SOCKET" "$@"; }
+# The same call twice: both must succeed (CSI calls are idempotent).
+csi_twice() {
+  csi "$@" >/dev/null || fail "$1 failed"
+  csi "$@" >/dev/null || fail "$1 failed when repeated"
+  echo "ok: $1 twice"
+}
+
+mounted() { mountpoint -q "$1"; }
+
+# On failure: the mounts under $WORK go first (deepest first), so the volumes' devices can go.
+unmount_all() {
+  findmnt -rn -o TARGET | grep "^$WORK/" | sort -r | while read -r target; do
+    umount "$target" || echo "cleanup: cannot unmount $target" >&2
+  done
+}
+
+capability() { # block|ext4 [readonly]
+  if [[ "$1" == block ]]; then
+    echo 'volume_capability { block {} access_mode { mode: SINGLE_NODE_WRITER } }'
+  else
+    echo "volume_capability { mount { fs_type: \"$1\" } access_mode { mode: SINGLE_NODE_WRITER } }"
+  fi
+}
+context() { # backend-uri size
+  echo "volume_context { key: \"backend\" value: \"$1\" } volume_context { key: \"size\" value: \"$2\" }"
+}
+stage_request() { # id kind backend size
+  echo "volume_id: \"$1\" staging_target_path: \"$WORK/staging/$1\" $(capability "$2") $(context "$3" "$4")"
+}
+unstage_request() { echo "volume_id: \"$1\" staging_target_path: \"$WORK/staging/$1\""; }
+publish_request() { # id kind target [readonly]
+  echo "volume_id: \"$1\" staging_target_path: \"$WORK/staging/$1\" target_path: \"$3\"" \
+    "$(capability "$2") readonly: ${4:-false}"
+}
+unpublish_request() { echo "volume_id: \"$1\" target_path: \"$2\""; }
+agent_volumes() { ctl list-volumes -o json | jq '.volumes | length'; }
+
+start_agent
+mkdir -p "$WORK/csi"
+blk-csi --endpoint "unix://$CSI_SOCKET" --agent-socket "$AGENT_SOCKET" --node-id vm-node \
+  >>"$LOG_DIR/blk-csi.log" 2>&1 &
+CSI_PID=$!
+on_exit stop_csi
+on_exit unmount_all
+wait_for "blk-csi on $CSI_SOCKET" 30 test -S "$CSI_SOCKET"
+
+step "identity, capabilities, node info"
+expect_eq "plugin name" 1 "$(csi GetPluginInfo | grep -c '^name: "blk.csi.storage"')"
+expect_eq "probe ready" 1 "$(csi Probe | grep -c 'value: true')"
+caps="$(csi NodeGetCapabilities)"
+for cap in STAGE_UNSTAGE_VOLUME GET_VOLUME_STATS VOLUME_CONDITION; do
+  expect_eq "capability $cap" 1 "$(grep -c "type: $cap" <<<"$caps")"
+done
+expect_eq "node id" 1 "$(csi NodeGetInfo | grep -c '^node_id: "vm-node"')"
+
+step "required fields refused"
+expect_fail_with INVALID_ARGUMENT "stage without volume_id" \
+  csi NodeStageVolume "staging_target_path: \"$WORK/staging/x\" $(capability ext4) $(context null:// 16Mi)"
+expect_fail_with INVALID_ARGUMENT "stage without staging_target_path" \
+  csi NodeStageVolume "volume_id: \"x\" $(capability ext4) $(context null:// 16Mi)"
+expect_fail_with INVALID_ARGUMENT "stage without volume_capability" \
+  csi NodeStageVolume "volume_id: \"x\" staging_target_path: \"$WORK/staging/x\" $(context null:// 16Mi)"
+expect_fail_with INVALID_ARGUMENT "stage without a backend" \
+  csi NodeStageVolume "volume_id: \"x\" staging_target_path: \"$WORK/staging/x\" $(capability ext4)"
+expect_fail_with INVALID_ARGUMENT "publish without target_path" \
+  csi NodePublishVolume "volume_id: \"x\" staging_target_path: \"$WORK/staging/x\" $(capability ext4)"
+expect_fail_with INVALID_ARGUMENT "unpublish without volume_id" \
+  csi NodeUnpublishVolume "target_path: \"$WORK/pods/x\""
+expect_fail_with INVALID_ARGUMENT "unstage without staging_target_path" \
+  csi NodeUnstageVolume 'volume_id: "x"'
+expect_fail_with INVALID_ARGUMENT "stats without volume_path" \
+  csi NodeGetVolumeStats 'volume_id: "x"'
+expect_eq "agent volumes after refusals" 0 "$(agent_volumes)"
+
+step "filesystem volume: stage (mkfs ext4 + mount), twice"
+fs_image="$WORK/fs.img"
+csi_twice NodeStageVolume "$(stage_request vfs ext4 "file://$fs_image" 64Mi)"
+mounted "$WORK/staging/vfs" || fail "staging path not mounted"
+fs_dev="$(volume_device vfs)"
+expect_eq "file system on $fs_dev" ext4 "$(blkid -p -s TYPE -o value "$fs_dev")"
+expect_fail_with ALREADY_EXISTS "restage with another size" \
+  csi NodeStageVolume "$(stage_request vfs ext4 "file://$fs_image" 128Mi)"
+
+step "publish at two targets (and a read-only third), twice each"
+pod_a="$WORK/pods/a/mount" pod_b="$WORK/pods/b/mount" pod_ro="$WORK/pods/ro/mount"
+csi_twice NodePublishVolume "$(publish_request vfs ext4 "$pod_a")"
+csi_twice NodePublishVolume "$(publish_request vfs ext4 "$pod_b")"
+csi_twice NodePublishVolume "$(publish_request vfs ext4 "$pod_ro" true)"
+echo "written by pod a" >"$pod_a/data"
+sync
+expect_eq "pod b reads pod a's file" "written by pod a" "$(cat "$pod_b/data")"
+expect_eq "read-only pod reads it too" "written by pod a" "$(cat "$pod_ro/data")"
+expect_fail "writing through the read-only publish" touch "$pod_ro/nope"
+
+step "stats: bytes and inodes, condition normal; NOT_FOUND for an unknown path"
+stats="$(csi NodeGetVolumeStats "volume_id: \"vfs\" volume_path: \"$pod_a\"")"
+echo "$stats"
+expect_eq "byte usage" 1 "$(grep -c 'unit: BYTES' <<<"$stats")"
+expect_eq "inode usage" 1 "$(grep -c 'unit: INODES' <<<"$stats")"
+expect_eq "condition abnormal" 0 "$(grep -c 'abnormal: true' <<<"$stats")"
+expect_fail_with NOT_FOUND "stats of an unknown path" \
+  csi NodeGetVolumeStats "volume_id: \"vfs\" volume_path: \"$WORK/pods/none\""
+
+step "unstage while published: FAILED_PRECONDITION, nothing touched"
+expect_fail_with FAILED_PRECONDITION "unstage of a published volume" \
+  csi NodeUnstageVolume "$(unstage_request vfs)"
+mounted "$WORK/staging/vfs" || fail "the refused unstage unmounted the staging path"
+expect_eq "agent volumes" 1 "$(agent_volumes)"
+
+step "agent killed -9 and restarted under the published volume: nothing lost"
+kill_agent
+start_agent
+wait_for "vfs live again" 60 bash -c \
+  "blkctl --socket '$AGENT_SOCKET' get-volume vfs -o json | jq -e '.volume.status.state == \"VOLUME_STATE_LIVE\"' >/dev/null"
+echo "appended after the restart" >>"$pod_b/data"
+sync
+expect_eq "pod a reads both lines" 2 "$(wc -l <"$pod_a/data")"
+
+step "unpublish all, twice each: targets removed"
+for target in "$pod_a" "$pod_b" "$pod_ro"; do
+  csi_twice NodeUnpublishVolume "$(unpublish_request vfs "$target")"
+  [[ ! -e "$target" ]] || fail "$target left behind"
+done
+
+step "unstage, twice: unmounted, agent volume deleted, image kept"
+csi_twice NodeUnstageVolume "$(unstage_request vfs)"
+mounted "$WORK/staging/vfs" && fail "staging path still mounted"
+expect_eq "agent volumes" 0 "$(agent_volumes)"
+[[ -s "$fs_image" ]] || fail "the image file is gone"
+
+step "stage again: the data is still there (no reformat)"
+csi_twice NodeStageVolume "$(stage_request vfs ext4 "file://$fs_image" 64Mi)"
+expect_eq "first line after restage" "written by pod a" "$(head -n1 "$WORK/staging/vfs/data")"
+expect_eq "second line after restage" "appended after the restart" "$(tail -n1 "$WORK/staging/vfs/data")"
+csi_twice NodeUnstageVolume "$(unstage_request vfs)"
+
+step "raw block volume: stage, publish at two targets, twice each"
+blk_image="$WORK/blk.img"
+csi_twice NodeStageVolume "$(stage_request vblk block "file://$blk_image" 32Mi)"
+mounted "$WORK/staging/vblk" && fail "block mode mounted something at the staging path"
+dev_d="$WORK/pods/d/volumeDevices/vblk" dev_e="$WORK/pods/e/volumeDevices/vblk"
+csi_twice NodePublishVolume "$(publish_request vblk block "$dev_d")"
+csi_twice NodePublishVolume "$(publish_request vblk block "$dev_e")"
+[[ -b "$dev_d" && -b "$dev_e" ]] || fail "the targets are not block device nodes"
+head -c 4M /dev/urandom >"$WORK/pattern"
+dd if="$WORK/pattern" of="$dev_d" bs=1M oflag=direct conv=fsync status=none
+dd if="$dev_e" bs=1M count=4 iflag=direct status=none | cmp - "$WORK/pattern" ||
+  fail "target e does not read what target d wrote"
+echo "ok: written through one target, read back through the other"
+stats="$(csi NodeGetVolumeStats "volume_id: \"vblk\" volume_path: \"$dev_d\"")"
+expect_eq "block size in stats" 1 "$(grep -c "total: $((32 << 20))" <<<"$stats")"
+expect_fail_with FAILED_PRECONDITION "unstage of a published block volume" \
+  csi NodeUnstageVolume "$(unstage_request vblk)"
+
+step "raw block: unpublish, unstage, stage again: data still there"
+for target in "$dev_d" "$dev_e"; do
+  csi_twice NodeUnpublishVolume "$(unpublish_request vblk "$target")"
+  [[ ! -e "$target" ]] || fail "$target left behind"
+done
+csi_twice NodeUnstageVolume "$(unstage_request vblk)"
+expect_eq "agent volumes" 0 "$(agent_volumes)"
+csi_twice NodeStageVolume "$(stage_request vblk block "file://$blk_image" 32Mi)"
+csi_twice NodePublishVolume "$(publish_request vblk block "$dev_d")"
+dd if="$dev_d" bs=1M count=4 iflag=direct status=none | cmp - "$WORK/pattern" ||
+  fail "the data did not survive unstage + stage"
+echo "ok: the block data survived unstage + stage"
+csi_twice NodeUnpublishVolume "$(unpublish_request vblk "$dev_d")"
+csi_twice NodeUnstageVolume "$(unstage_request vblk)"
+
+step "done: nothing left"
+expect_eq "agent volumes" 0 "$(agent_volumes)"
+stop_csi
+[[ ! -e "$CSI_SOCKET" ]] || fail "blk-csi left its socket behind"
+stop_agent

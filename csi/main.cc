@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "cli/agent_address.h"
 #include "cli/app.h"
 #include "cli/volume_client.h"
 #include "csi/identity_service.h"
@@ -74,7 +75,10 @@ int Serve(const Options& options, const sigset_t& signals) {
   }
 
   // Staging may run mkfs on a large device: give agent calls their own, long deadline.
-  blk::cli::VolumeClient agent(options.agent_socket, absl::Seconds(options.agent_timeout_seconds));
+  blk::cli::AgentAddress agent_address = blk::cli::UnixAgentAddress(options.agent_socket);
+  agent_address.how_to_choose = "blk-csi's --agent-socket chooses another socket";
+  blk::cli::VolumeClient agent(std::move(agent_address),
+                               absl::Seconds(options.agent_timeout_seconds));
   blk::csi::Mounter mounter;
   blk::csi::IdentityService identity(options.driver_name, agent);
   blk::csi::NodeService node(options.node_id, absl::StrCat(options.driver_name, "/node"), agent,

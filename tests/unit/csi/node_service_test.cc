@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "cli/agent_address.h"
 #include "cli/volume_client.h"
 #include "csi/mounter.h"
 #include "gmock/gmock.h"
@@ -18,7 +19,7 @@ using ::testing::HasSubstr;
 class NodeServiceTest : public ::testing::Test {
  protected:
   NodeServiceTest()
-      : agent_("/nonexistent/blkagent.sock", absl::Seconds(5)),
+      : agent_(blk::cli::UnixAgentAddress("/nonexistent/blkagent.sock"), absl::Seconds(5)),
         node_("node-1", "blk.csi.storage/node", agent_, mounter_) {}
 
   static VolumeCapability MountCapability(const std::string& fs_type = "") {

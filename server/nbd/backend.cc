@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "server/tsan_annotations.h"
 #include "server/ublk/abi.h"
 
 namespace blk::server::nbd {
@@ -64,6 +65,7 @@ absl::Status Backend::Attach(Ring& ring, int /*first_file*/, Completer completer
   ring_ = &ring;
   completer_ = completer;
   if (options_.shared) {
+    options_.shared->rings[0].store(&ring, std::memory_order_relaxed);
     options_.shared->ring_fds[0].store(ring.get()->ring_fd, std::memory_order_release);
   }
   ArmRecv();
@@ -77,6 +79,7 @@ void Backend::Submit(uint16_t tag, const BlockIo& io) {
 
 void Backend::OnForwarded(uint32_t slot) {
   if (!options_.shared || slot < options_.queue_depth || slot >= tags_.size()) return;
+  HappensAfter(&options_.shared->requests[slot]);
   Start(slot, options_.shared->requests[slot]);
 }
 
@@ -85,9 +88,11 @@ void Backend::Reply(uint32_t slot) {
   const uint16_t queue = static_cast<uint16_t>(slot / shared.depth);
   const uint16_t tag = static_cast<uint16_t>(slot % shared.depth);
   tags_[slot].phase = Phase::kIdle;
+  const int ring_fd = shared.ring_fds[queue].load(std::memory_order_acquire);
+  // The queue takes its buffer and slot back with the message (HappensAfter on its Ring).
+  HappensBefore(shared.rings[queue].load(std::memory_order_relaxed));
   io_uring_sqe* sqe = ring_->GetSqe();
-  io_uring_prep_msg_ring(sqe, shared.ring_fds[queue].load(std::memory_order_acquire),
-                         static_cast<uint32_t>(tags_[slot].result),
+  io_uring_prep_msg_ring(sqe, ring_fd, static_cast<uint32_t>(tags_[slot].result),
                          EncodeUserData(CqeKind::kResult, tag), 0);
   sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
   sqe->user_data = ConnectionUserData(kReplyFailed, slot);

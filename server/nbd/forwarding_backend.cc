@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/nbd/backend.h"
+#include "server/tsan_annotations.h"
 
 namespace blk::server::nbd {
 
@@ -18,6 +19,7 @@ absl::Status ForwardingBackend::Attach(Ring& ring, int /*first_file*/, Completer
   }
   ring_ = &ring;
   completer_ = completer;
+  shared_->rings[queue_].store(&ring, std::memory_order_relaxed);
   shared_->ring_fds[queue_].store(ring.get()->ring_fd, std::memory_order_release);
   return absl::OkStatus();
 }
@@ -26,6 +28,7 @@ void ForwardingBackend::Submit(uint16_t tag, const BlockIo& io) {
   if (tag >= shared_->depth) return completer_.Complete(tag, -EINVAL);
   const uint32_t slot = shared_->Slot(queue_, tag);
   shared_->requests[slot] = io;
+  HappensBefore(&shared_->requests[slot]);
   io_uring_sqe* sqe = ring_->GetSqe();
   io_uring_prep_msg_ring(sqe, owner_ring_fd_, 0, nbd::Backend::ForwardedRequestUserData(slot), 0);
   sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;

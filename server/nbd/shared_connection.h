@@ -30,8 +30,10 @@ struct SharedConnection {
       : queues(queue_count),
         depth(queue_depth),
         ring_fds(queue_count),
+        rings(queue_count),
         requests(size_t{queue_count} * queue_depth) {
     for (std::atomic<int>& fd : ring_fds) fd.store(-1, std::memory_order_relaxed);
+    for (std::atomic<const Ring*>& ring : rings) ring.store(nullptr, std::memory_order_relaxed);
   }
 
   uint32_t Slot(uint16_t queue, uint16_t tag) const { return uint32_t{queue} * depth + tag; }
@@ -40,8 +42,12 @@ struct SharedConnection {
   const uint16_t depth;
   // Each queue's io_uring fd, set when its backend attaches; -1 before.
   std::vector<std::atomic<int>> ring_fds;
+  // Each queue's Ring, set with its fd. Only names, to TSan, the hand-over of a tag's buffer back
+  // to its queue with the kResult message (server/tsan_annotations.h).
+  std::vector<std::atomic<const Ring*>> rings;
   // The request of each forwarding queue's tag, at Slot(queue, tag): written by that queue before
-  // it forwards the slot, read by queue 0 when the message arrives (the MSG_RING orders the two).
+  // it forwards the slot, read by queue 0 when the message arrives (the MSG_RING orders the two;
+  // TSan is told with HappensBefore/HappensAfter on the slot).
   std::vector<BlockIo> requests;
 };
 

@@ -14,6 +14,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "server/tsan_annotations.h"
 #include "server/ublk/io_admission.h"
 #include "server/ublk/uring_cmd.h"
 
@@ -251,6 +252,8 @@ void Queue::Loop() {
           setup_.backend->OnCompletion(TagOf(user_data), *cqe);
           break;
         case CqeKind::kResult:
+          // Posted by the ring serving this tag, which hands its buffer back with it.
+          HappensAfter(ring_.get());
           Complete(TagOf(user_data), cqe->res);
           break;
         case CqeKind::kStop:

@@ -51,7 +51,7 @@ class FakeNbdServer {
   ~FakeNbdServer() {
     stop_ = true;
     ::shutdown(listen_fd_, SHUT_RDWR);
-    for (int fd : clients_) ::shutdown(fd, SHUT_RDWR);
+    // clients_ belongs to Serve() until it has returned.
     thread_.join();
     for (int fd : clients_) ::shutdown(fd, SHUT_RDWR);
     for (auto& worker : workers_) worker.join();

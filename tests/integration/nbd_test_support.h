@@ -28,6 +28,7 @@
 #include "gtest/gtest.h"
 #include "server/backend.h"
 #include "server/nbd/protocol.h"
+#include "server/tsan_annotations.h"
 #include "server/ublk/ring.h"
 
 namespace blk::server::testing_nbd {
@@ -258,6 +259,7 @@ class Driver {
           backend_->OnCompletion(TagOf(cqe->user_data), *cqe);
           break;
         case CqeKind::kResult:
+          HappensAfter(ring_.get());
           Completed(this, TagOf(cqe->user_data), cqe->res);
           break;
         default:

@@ -4,9 +4,7 @@
 #     with -Wthread-safety (ABSL_GUARDED_BY) and -Werror, in ${BLK_CLANG_BUILD_DIR:-build-clang};
 #  2. clang-tidy on the tree's sources (BLK_TIDY_CHANGED=1: only those changed since origin);
 #  3. the host tests in that build (ctest -LE 'vm|fuzz'), no sanitizer report allowed;
-#  4. the TSan build of the threaded host tests and those tests (scripts/sanitize.sh tsan), in
-#     ${BLK_TSAN_BUILD_DIR:-build-tsan};
-#  5. the main (gcc) build in ${BLK_BUILD_DIR:-build} configured with -Werror, which
+#  4. the main (gcc) build in ${BLK_BUILD_DIR:-build} configured with -Werror, which
 #     scripts/test.sh then builds and tests.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -33,13 +31,9 @@ echo "ci-checks: host tests under ASan+UBSan in $clang_build"
 BLK_ASAN_BUILD_DIR="$clang_build" "$root/scripts/sanitize.sh" asan test
 asan_seconds=$((SECONDS - start))
 
-start=$SECONDS
-echo "ci-checks: TSan build and threaded host tests"
-"$root/scripts/sanitize.sh" tsan
-tsan_seconds=$((SECONDS - start))
 
 echo "ci-checks: gcc build configured with -Werror in $build"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBLK_WERROR=ON
 
 echo "ci-checks: passed (clang ASan+UBSan build ${clang_seconds}s, clang-tidy ${tidy_seconds}s," \
-  "ASan+UBSan tests ${asan_seconds}s, TSan build and tests ${tsan_seconds}s)"
+  "ASan+UBSan tests ${asan_seconds}s)"

@@ -29,9 +29,11 @@ wait_for() {  # wait_for SECONDS COMMAND...: polls until COMMAND succeeds
   done
 }
 
-agent() {  # agent STATE_DIR ARGS...
+# agent STATE_DIR ARGS...: run in the background (`agent ... &`); exec makes $! the agent itself,
+# so the cleanup's kill reaches it rather than leaving it orphaned behind a killed subshell.
+agent() {
   local state="$1"; shift
-  "$bin/blkagent" --state-dir "$state" --metrics-address off --bpf-locality off "$@"
+  exec "$bin/blkagent" --state-dir "$state" --metrics-address off --bpf-locality off "$@"
 }
 
 # refused_at_start NAME TEXT ARGS...: the agent exits non-zero at once, saying TEXT.

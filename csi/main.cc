@@ -109,7 +109,8 @@ int Serve(const Options& options, const sigset_t& signals) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// An exception at startup ends blk-csi through std::terminate, which names it.
+int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   Options options;
   CLI::App app{"blk-csi: CSI node plugin for blkagent volumes"};
   app.add_option("--endpoint", options.endpoint, "CSI endpoint the kubelet calls (unix:///path)")

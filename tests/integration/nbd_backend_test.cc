@@ -169,7 +169,7 @@ class NbdBackendTest : public ::testing::Test {
 
   // A 16 MiB image file in the test directory (data that outlives a server restart).
   std::string MakeImage(const std::string& name) {
-    const std::string image = dir_ + "/" + name;
+    std::string image = dir_ + "/" + name;
     { std::ofstream create(image); }
     std::filesystem::resize_file(image, 16 << 20);
     return image;

@@ -60,7 +60,9 @@ graceful_restart() {
   truncate -s 0 "$WORK/remote.img"
   truncate -s 32M "$WORK/remote.img"
   "start_${server//-/_}"
-  ctl create-volume "$id" --size 32M --io-timeout 30 \
+  # A freshly started server may not greet the agent's probe in time on a loaded guest (seen
+  # with nbd-server on 6.12): a refused create changes nothing, so it is simply asked again.
+  wait_for "$server to serve the export" 60 ctl create-volume "$id" --size 32M --io-timeout 30 \
     --backend "nbd+unix:///disk?socket=$WORK/nbd.sock"
   local dev
   dev="$(volume_device "$id")"

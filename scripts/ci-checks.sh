@@ -2,7 +2,8 @@
 # CI's static checks and sanitizer runs, before the main tests (.ci/run):
 #  1. the clang ASan+UBSan build (scripts/sanitize.sh asan) of everything but the fuzz targets,
 #     with -Wthread-safety (ABSL_GUARDED_BY) and -Werror, in ${BLK_CLANG_BUILD_DIR:-build-clang};
-#  2. clang-tidy on the tree's sources (BLK_TIDY_CHANGED=1: only those changed since origin);
+#  2. clang-tidy on the sources changed since the last commit found clean (.ci/tidy-clean-at;
+#     BLK_TIDY_WHOLE=1: the whole tree);
 #  3. the host tests in that build (ctest -LE 'vm|fuzz'), no sanitizer report allowed;
 #  4. the main (gcc) build in ${BLK_BUILD_DIR:-build} configured with -Werror, which
 #     scripts/test.sh then builds and tests.
@@ -20,8 +21,8 @@ clang_seconds=$((SECONDS - start))
 
 start=$SECONDS
 tidy_args=("$clang_build")
-if [[ ${BLK_TIDY_CHANGED:-0} == 1 ]]; then
-  tidy_args+=(--changed)
+if [[ ${BLK_TIDY_WHOLE:-0} != 1 ]]; then
+  tidy_args+=(--since-clean)
 fi
 "$root/tests/clang_tidy.sh" "${tidy_args[@]}"
 tidy_seconds=$((SECONDS - start))

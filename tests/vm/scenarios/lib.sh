@@ -39,7 +39,7 @@ AGENT_STATE_DIR="$WORK/agent-state"
 AGENT_PID=""
 EXPECT_OUTPUT=""
 
-step() { echo "--- $*"; }
+step() { echo "--- [${SECONDS}s] $*"; }
 
 fail() {
   echo "FAIL: $*" >&2

@@ -36,6 +36,7 @@ std::string ServingStatus(const std::vector<v1::Volume>& recovered) {
     ++by_state[v1::VolumeStateName(volume.status().state())];
   }
   std::vector<std::string> counts;
+  counts.reserve(by_state.size());
   for (const auto& [state, n] : by_state) counts.push_back(absl::StrCat(n, " ", state));
   return absl::StrCat("serving; ", recovered.size(), recovered.size() == 1 ? " volume" : " volumes",
                       " recovered",

@@ -24,6 +24,7 @@
 #include "agent/metrics_collector.h"
 #include "agent/mutual_tls.h"
 #include "agent/node_info.h"
+#include "agent/service_notifier.h"
 #include "agent/state_dir_lock.h"
 #include "agent/ublk_provisioner.h"
 #include "agent/unix_listener.h"
@@ -368,8 +369,8 @@ void RestoreVolumes(blk::agent::VolumeTable& volumes) {
 }
 
 // Listens while the volumes are reconciled (`restored`: calls wait meanwhile, the health service
-// says NOT_SERVING), then serves gRPC until SIGTERM or SIGINT and stops the server. False when it
-// cannot listen.
+// says NOT_SERVING), then serves gRPC (and tells systemd it is ready) until SIGTERM or SIGINT and
+// stops the server. False when it cannot listen.
 bool ServeUntilSignal(const Options& options, const AccessGroups& groups, const sigset_t& signals,
                       blk::agent::VolumeTable& volumes,
                       const blk::agent::BpfLocalityStatus& bpf_locality,
@@ -388,12 +389,17 @@ bool ServeUntilSignal(const Options& options, const AccessGroups& groups, const 
                options.listen_tcp.empty() ? "" : " and (mutual TLS) " + options.listen_tcp,
                options.state_dir);
   restored.wait();
+  // Listed before the calls open, so it counts only what reconciliation took back.
+  const std::string status = blk::agent::ServingStatus(volumes.List());
   calls.Open();
   endpoints->server->GetHealthCheckService()->SetServingStatus(true);
   spdlog::info("serving ({} workers, up to {} waiting calls)", options.grpc_threads,
                options.max_waiting_calls);
+  blk::agent::NotifyReady(status);
   const int signal = WaitForTerminationSignal(signals);
   spdlog::info("received {}, stopping", strsignal(signal));
+  blk::agent::NotifyStopping(options.on_exit == "delete" ? "stopping; deleting the devices"
+                                                         : "stopping; leaving the devices");
   calls.Close();
   endpoints->Stop(std::chrono::seconds(10));
   return true;

@@ -9,11 +9,13 @@ packages=(
   build-essential cmake ninja-build pkg-config clang-format clang clang-tidy libclang-rt-14-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   liburing-dev libspdlog-dev prometheus-cpp-dev libcli11-dev libgtest-dev libgmock-dev
-  libbpf-dev bpftool
+  libbpf-dev bpftool libsystemd-dev
   # tests, demo, VM test bed
   fio curl nbdkit nbd-client nbd-server qemu-utils jq kmod xz-utils busybox-static qemu-system-x86 iproute2 procps nvme-cli
   # deploy/ tests: promtool, the dashboard and manifest checkers
   prometheus python3 python3-yaml
+  # deploy/ tests: systemd-analyze verify and security of the unit
+  systemd
 )
 
 missing=()

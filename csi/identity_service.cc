@@ -8,8 +8,9 @@
 
 namespace blk::csi {
 
-IdentityService::IdentityService(std::string driver_name, blk::cli::VolumeClient& agent)
-    : driver_name_(std::move(driver_name)), agent_(agent) {}
+IdentityService::IdentityService(std::string driver_name, bool serves_controller,
+                                 blk::cli::VolumeClient& agent)
+    : driver_name_(std::move(driver_name)), serves_controller_(serves_controller), agent_(agent) {}
 
 grpc::Status IdentityService::GetPluginInfo(grpc::ServerContext*,
                                             const ::csi::v1::GetPluginInfoRequest*,
@@ -19,10 +20,15 @@ grpc::Status IdentityService::GetPluginInfo(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status IdentityService::GetPluginCapabilities(grpc::ServerContext*,
-                                                    const ::csi::v1::GetPluginCapabilitiesRequest*,
-                                                    ::csi::v1::GetPluginCapabilitiesResponse*) {
-  // No Controller service (yet): a node plugin only.
+grpc::Status IdentityService::GetPluginCapabilities(
+    grpc::ServerContext*, const ::csi::v1::GetPluginCapabilitiesRequest*,
+    ::csi::v1::GetPluginCapabilitiesResponse* response) {
+  if (!serves_controller_) return grpc::Status::OK;
+  using Service = ::csi::v1::PluginCapability::Service;
+  for (Service::Type type :
+       {Service::CONTROLLER_SERVICE, Service::VOLUME_ACCESSIBILITY_CONSTRAINTS}) {
+    response->add_capabilities()->mutable_service()->set_type(type);
+  }
   return grpc::Status::OK;
 }
 

@@ -7,14 +7,18 @@
 
 namespace blk::csi {
 
-// CSI Identity: who the plugin is, and whether the agent behind it answers.
+// CSI Identity: who the plugin is, what it serves, and whether the agent
+// behind it answers.
 class IdentityService final : public ::csi::v1::Identity::Service {
  public:
-  IdentityService(std::string driver_name, blk::cli::VolumeClient& agent);
+  // `serves_controller`: the Controller service is served too (blk-csi --controller).
+  IdentityService(std::string driver_name, bool serves_controller, blk::cli::VolumeClient& agent);
 
   grpc::Status GetPluginInfo(grpc::ServerContext* context,
                              const ::csi::v1::GetPluginInfoRequest* request,
                              ::csi::v1::GetPluginInfoResponse* response) override;
+  // With the controller: CONTROLLER_SERVICE and VOLUME_ACCESSIBILITY_CONSTRAINTS
+  // (a volume is reachable from its node only); a node plugin alone has none.
   grpc::Status GetPluginCapabilities(grpc::ServerContext* context,
                                      const ::csi::v1::GetPluginCapabilitiesRequest* request,
                                      ::csi::v1::GetPluginCapabilitiesResponse* response) override;
@@ -25,6 +29,7 @@ class IdentityService final : public ::csi::v1::Identity::Service {
 
  private:
   const std::string driver_name_;
+  const bool serves_controller_;
   blk::cli::VolumeClient& agent_;
 };
 

@@ -1,5 +1,7 @@
 // blk-csi: the CSI Identity and Node services for the kubelet, on top of
-// blkagent's API. It holds no data path: restarting it never touches I/O.
+// blkagent's API, and with --controller the Controller service for the
+// csi-provisioner sidecar next to it. It holds no data path: restarting it
+// never touches I/O.
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,6 +20,7 @@
 #include "cli/agent_address.h"
 #include "cli/app.h"
 #include "cli/volume_client.h"
+#include "csi/controller_service.h"
 #include "csi/identity_service.h"
 #include "csi/mounter.h"
 #include "csi/node_service.h"
@@ -34,6 +37,7 @@ struct Options {
   std::string node_id;
   std::string driver_name = "blk.csi.storage";
   int agent_timeout_seconds = 120;
+  bool controller = false;
 };
 
 std::string HostName() {
@@ -80,14 +84,17 @@ int Serve(const Options& options, const sigset_t& signals) {
   blk::cli::VolumeClient agent(std::move(agent_address),
                                absl::Seconds(options.agent_timeout_seconds));
   blk::csi::Mounter mounter;
-  blk::csi::IdentityService identity(options.driver_name, agent);
-  blk::csi::NodeService node(options.node_id, absl::StrCat(options.driver_name, "/node"), agent,
-                             mounter);
+  // The one topology segment, reported by NodeGetInfo and by every volume CreateVolume makes.
+  const std::string topology_key = absl::StrCat(options.driver_name, "/node");
+  blk::csi::IdentityService identity(options.driver_name, options.controller, agent);
+  blk::csi::NodeService node(options.node_id, topology_key, agent, mounter);
+  blk::csi::ControllerService controller(options.node_id, topology_key, agent);
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat("unix:", socket_path), grpc::InsecureServerCredentials());
   builder.RegisterService(&identity);
   builder.RegisterService(&node);
+  if (options.controller) builder.RegisterService(&controller);
   const mode_t previous_umask = ::umask(0077);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   ::umask(previous_umask);
@@ -95,8 +102,9 @@ int Serve(const Options& options, const sigset_t& signals) {
     spdlog::critical("cannot listen on {}", socket_path);
     return 1;
   }
-  spdlog::info("blk-csi {} serving on {} (node {}, blkagent at {})", options.driver_name,
-               socket_path, options.node_id, options.agent_socket);
+  spdlog::info("blk-csi {} serving on {} (node {}{}, blkagent at {})", options.driver_name,
+               socket_path, options.node_id, options.controller ? ", with the controller" : "",
+               options.agent_socket);
 
   int signal = 0;
   while (sigwait(&signals, &signal) != 0) {
@@ -112,7 +120,7 @@ int Serve(const Options& options, const sigset_t& signals) {
 // An exception at startup ends blk-csi through std::terminate, which names it.
 int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   Options options;
-  CLI::App app{"blk-csi: CSI node plugin for blkagent volumes"};
+  CLI::App app{"blk-csi: CSI node (and controller) plugin for blkagent volumes"};
   app.add_option("--endpoint", options.endpoint, "CSI endpoint the kubelet calls (unix:///path)")
       ->capture_default_str();
   app.add_option("--agent-socket", options.agent_socket, "blkagent's gRPC Unix socket")
@@ -122,6 +130,9 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   app.add_option("--agent-timeout", options.agent_timeout_seconds, "seconds an agent call may take")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_flag("--controller", options.controller,
+               "also serve the CSI Controller service (CreateVolume/DeleteVolume for a "
+               "csi-provisioner sidecar with --node-deployment on this node)");
   CLI11_PARSE(app, argc, argv);
   if (options.node_id.empty()) options.node_id = HostName();
   if (options.node_id.empty()) {

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "csi/grpc_status.h"
+#include "csi/volume_capability.h"
 #include "csi/volume_context.h"
 
 namespace blk::csi {
@@ -40,29 +41,9 @@ grpc::Status RequirePath(const std::string& value, const char* name) {
   return grpc::Status::OK;
 }
 
-// A ublk device lives on one node: the modes that share a writer across nodes cannot be served.
 grpc::Status CheckCapability(bool present, const VolumeCapability& capability) {
   if (!present) return InvalidArgument("volume_capability is required");
-  if (capability.access_type_case() == VolumeCapability::ACCESS_TYPE_NOT_SET) {
-    return InvalidArgument("volume_capability needs an access type (block or mount)");
-  }
-  switch (capability.access_mode().mode()) {
-    case VolumeCapability::AccessMode::MULTI_NODE_SINGLE_WRITER:
-    case VolumeCapability::AccessMode::MULTI_NODE_MULTI_WRITER:
-      return InvalidArgument(absl::StrCat(
-          "access mode ", VolumeCapability::AccessMode::Mode_Name(capability.access_mode().mode()),
-          " is not supported: a ublk volume is served on one node"));
-    default:
-      break;
-  }
-  if (capability.has_mount()) {
-    const std::string& fs_type = capability.mount().fs_type();
-    if (!fs_type.empty() && fs_type != "ext4" && fs_type != "xfs") {
-      return InvalidArgument(
-          absl::StrCat("fs_type '", fs_type, "' is not supported (ext4 or xfs)"));
-    }
-  }
-  return grpc::Status::OK;
+  return ToGrpc(CheckVolumeCapability(capability));
 }
 
 std::string FsTypeOf(const VolumeCapability& capability) {

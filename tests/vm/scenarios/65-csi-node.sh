@@ -6,7 +6,10 @@
 # unstaged (the agent volume deleted), staged again with its data still
 # there; a raw block volume the same way with dd; every call made twice
 # (idempotent); missing required fields, a conflicting restage and an unstage
-# of a still-published volume refused with the spec's codes.
+# of a still-published volume refused with the spec's codes. The controller
+# (--controller): CreateVolume of a StorageClass's parameters, twice the same
+# answer, its volume context staged and written by the node, DeleteVolume
+# refused while staged and idempotent after the unstage.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 CSI_SOCKET="$WORK/csi/csi.sock"
@@ -61,7 +64,7 @@ agent_volumes() { ctl list-volumes -o json | jq '.volumes | length'; }
 start_agent
 mkdir -p "$WORK/csi"
 blk-csi --endpoint "unix://$CSI_SOCKET" --agent-socket "$AGENT_SOCKET" --node-id vm-node \
-  >>"$LOG_DIR/blk-csi.log" 2>&1 &
+  --controller >>"$LOG_DIR/blk-csi.log" 2>&1 &
 CSI_PID=$!
 on_exit stop_csi
 on_exit unmount_all
@@ -75,6 +78,33 @@ for cap in STAGE_UNSTAGE_VOLUME GET_VOLUME_STATS VOLUME_CONDITION; do
   expect_eq "capability $cap" 1 "$(grep -c "type: $cap" <<<"$caps")"
 done
 expect_eq "node id" 1 "$(csi NodeGetInfo | grep -c '^node_id: "vm-node"')"
+expect_eq "controller service" 1 "$(csi GetPluginCapabilities | grep -c 'type: CONTROLLER_SERVICE')"
+
+step "controller: CreateVolume from StorageClass parameters, staged by the node"
+create_request="name: \"pvc-dyn\" capacity_range { required_bytes: $((32 << 20)) }
+  volume_capabilities $(capability ext4 | sed 's/^volume_capability //')
+  parameters { key: \"backend\" value: \"file://$WORK/dyn.img\" }
+  parameters { key: \"csi.storage.k8s.io/pvc/name\" value: \"data\" }
+  accessibility_requirements { requisite { segments { key: \"blk.csi.storage/node\" value: \"vm-node\" } } }"
+created="$(csi CreateVolume "$create_request")" || fail "CreateVolume failed"
+echo "$created"
+expect_eq "the same answer again" "$created" "$(csi CreateVolume "$create_request")"
+expect_eq "size in the context" 1 "$(grep -c "value: \"$((32 << 20))\"" <<<"$created")"
+expect_eq "topology" 1 "$(grep -c 'value: "vm-node"' <<<"$created")"
+expect_eq "agent volumes after CreateVolume" 0 "$(agent_volumes)"
+# The response's volume_context entries, as the CO passes them to the node.
+dyn_context="$(sed -n '/^  volume_context {/,/^  }/p' <<<"$created")"
+csi_twice NodeStageVolume "volume_id: \"pvc-dyn\" staging_target_path: \"$WORK/staging/pvc-dyn\"
+  $(capability ext4) $dyn_context"
+echo "dynamic" >"$WORK/staging/pvc-dyn/data"
+expect_eq "dynamic volume size" $((32 << 20)) "$(blockdev --getsize64 "$(volume_device pvc-dyn)")"
+expect_fail_with FAILED_PRECONDITION "DeleteVolume while staged" \
+  csi DeleteVolume 'volume_id: "pvc-dyn"'
+expect_fail_with ALREADY_EXISTS "CreateVolume of the same name, another size" \
+  csi CreateVolume "${create_request/$((32 << 20))/$((64 << 20))}"
+csi_twice NodeUnstageVolume "$(unstage_request pvc-dyn)"
+csi_twice DeleteVolume 'volume_id: "pvc-dyn"'
+expect_eq "agent volumes after the dynamic volume" 0 "$(agent_volumes)"
 
 step "required fields refused"
 expect_fail_with INVALID_ARGUMENT "stage without volume_id" \

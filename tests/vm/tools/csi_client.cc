@@ -58,15 +58,29 @@ Call MakeCall(Method method) {
         csi::v1::name##Response>(&csi::v1::Node::Stub::name) \
   }
 
+#define CONTROLLER_CALL(name)                                      \
+  {                                                                \
+#name, MakeCall < csi::v1::Controller, csi::v1::name##Request, \
+        csi::v1::name##Response>(&csi::v1::Controller::Stub::name) \
+  }
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::map<std::string, Call> calls = {
-      IDENTITY_CALL(GetPluginInfo),   IDENTITY_CALL(GetPluginCapabilities),
-      IDENTITY_CALL(Probe),           NODE_CALL(NodeStageVolume),
-      NODE_CALL(NodeUnstageVolume),   NODE_CALL(NodePublishVolume),
-      NODE_CALL(NodeUnpublishVolume), NODE_CALL(NodeGetVolumeStats),
-      NODE_CALL(NodeGetCapabilities), NODE_CALL(NodeGetInfo),
+      IDENTITY_CALL(GetPluginInfo),
+      IDENTITY_CALL(GetPluginCapabilities),
+      IDENTITY_CALL(Probe),
+      NODE_CALL(NodeStageVolume),
+      NODE_CALL(NodeUnstageVolume),
+      NODE_CALL(NodePublishVolume),
+      NODE_CALL(NodeUnpublishVolume),
+      NODE_CALL(NodeGetVolumeStats),
+      NODE_CALL(NodeGetCapabilities),
+      NODE_CALL(NodeGetInfo),
+      CONTROLLER_CALL(CreateVolume),
+      CONTROLLER_CALL(DeleteVolume),
+      CONTROLLER_CALL(ControllerGetCapabilities),
   };
   if (argc < 3 || argc > 4 || calls.count(argv[2]) == 0) {
     std::cerr << "usage: blk_csi_client unix:///path/csi.sock METHOD [REQUEST-TEXT]\nmethods:";

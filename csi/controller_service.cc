@@ -1,0 +1,230 @@
+#include "csi/controller_service.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "csi/grpc_status.h"
+#include "csi/volume_capability.h"
+#include "csi/volume_context.h"
+#include "csi/volume_id.h"
+
+namespace blk::csi {
+namespace {
+
+using ::csi::v1::CapacityRange;
+
+// Sizes are rounded to this: a multiple of both logical block sizes (512, 4096).
+constexpr int64_t kSizeUnit = 4096;
+// The agent's largest volume (agent/volume_validation.h).
+constexpr int64_t kMaxCapacityBytes = int64_t{1} << 50;
+
+grpc::Status InvalidArgument(const std::string& message) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message);
+}
+
+grpc::Status OutOfRange(const std::string& message) {
+  return grpc::Status(grpc::StatusCode::OUT_OF_RANGE, message);
+}
+
+std::string RangeText(const CapacityRange& range) {
+  return absl::StrCat(
+      "capacity_range [required_bytes ", range.required_bytes(), ", limit_bytes ",
+      range.limit_bytes() == 0 ? std::string("none") : absl::StrCat(range.limit_bytes()), "]");
+}
+
+// The volume's size in bytes, 0 for "the backend's own" (a whole NBD export or
+// NVMe namespace, unknown here). A size the StorageClass fixes must lie in the
+// range; otherwise the range chooses: required_bytes rounded up, else
+// limit_bytes rounded down; no range: the backend's own size, or
+// kDefaultCapacityBytes for a backend without one.
+grpc::Status ResolveSize(const ::csi::v1::CreateVolumeRequest& request,
+                         const blk::v1::Volume& from_class, int64_t* size) {
+  const CapacityRange& range = request.capacity_range();
+  const int64_t required = range.required_bytes();
+  const int64_t limit = range.limit_bytes();
+  if (required < 0 || limit < 0) {
+    return InvalidArgument(absl::StrCat(RangeText(range), ": a size cannot be negative"));
+  }
+  if (limit != 0 && required > limit) {
+    return InvalidArgument(
+        absl::StrCat(RangeText(range), ": required_bytes is larger than limit_bytes"));
+  }
+  if (required > kMaxCapacityBytes) {
+    return OutOfRange(
+        absl::StrCat(RangeText(range), ": a volume holds at most ", kMaxCapacityBytes, " bytes"));
+  }
+  if (from_class.size_bytes() != 0) {
+    const int64_t fixed = static_cast<int64_t>(from_class.size_bytes());
+    if (fixed < required || (limit != 0 && fixed > limit)) {
+      return OutOfRange(absl::StrCat("the StorageClass's ", kSizeKey, " (", fixed,
+                                     " bytes) is outside the ", RangeText(range)));
+    }
+    *size = fixed;
+    return grpc::Status::OK;
+  }
+  if (required != 0) {
+    *size = (required + kSizeUnit - 1) / kSizeUnit * kSizeUnit;
+  } else if (limit != 0) {
+    *size = std::min(limit, kMaxCapacityBytes) / kSizeUnit * kSizeUnit;
+  } else {
+    const bool sized_backend = from_class.has_nbd() || from_class.has_nvme();
+    *size = sized_backend ? 0 : kDefaultCapacityBytes;
+    return grpc::Status::OK;
+  }
+  if (*size == 0 || (limit != 0 && *size > limit)) {
+    return OutOfRange(absl::StrCat(RangeText(range), " holds no multiple of ", kSizeUnit,
+                                   " bytes, the volume's size unit"));
+  }
+  return grpc::Status::OK;
+}
+
+// The StorageClass parameters that are blk-csi's: the keys with a '/' are
+// Kubernetes' own (csi.storage.k8s.io/...), not part of the volume.
+std::map<std::string, std::string> OwnParameters(
+    const google::protobuf::Map<std::string, std::string>& parameters) {
+  std::map<std::string, std::string> own;
+  for (const auto& [key, value] : parameters) {
+    if (!absl::StrContains(key, '/')) own.emplace(key, value);
+  }
+  return own;
+}
+
+// An agent call's NOT_FOUND (and INVALID_ARGUMENT: an id the agent cannot
+// hold) means no volume of that id on this node.
+bool NoSuchVolume(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kNotFound ||
+         status.code() == absl::StatusCode::kInvalidArgument;
+}
+
+}  // namespace
+
+ControllerService::ControllerService(std::string node_id, std::string topology_key,
+                                     blk::cli::VolumeClient& agent)
+    : node_id_(std::move(node_id)), topology_key_(std::move(topology_key)), agent_(agent) {}
+
+grpc::Status ControllerService::CheckTopology(const ::csi::v1::CreateVolumeRequest& request) const {
+  const auto& requisite = request.accessibility_requirements().requisite();
+  if (requisite.empty()) return grpc::Status::OK;
+  for (const ::csi::v1::Topology& topology : requisite) {
+    const auto segment = topology.segments().find(topology_key_);
+    if (segment != topology.segments().end() && segment->second == node_id_) {
+      return grpc::Status::OK;
+    }
+  }
+  // The spec's code for "cannot provision in the requisite topologies".
+  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                      absl::StrCat("this controller provisions only on node ", node_id_, " (",
+                                   topology_key_, "), which no requisite topology names"));
+}
+
+grpc::Status ControllerService::CreateVolume(grpc::ServerContext*,
+                                             const ::csi::v1::CreateVolumeRequest* request,
+                                             ::csi::v1::CreateVolumeResponse* response) {
+  if (request->name().empty()) return InvalidArgument("name is required");
+  if (request->volume_capabilities().empty()) {
+    return InvalidArgument("volume_capabilities is required");
+  }
+  for (const ::csi::v1::VolumeCapability& capability : request->volume_capabilities()) {
+    absl::Status supported = CheckVolumeCapability(capability);
+    if (!supported.ok()) return ToGrpc(supported);
+  }
+  if (request->has_volume_content_source()) {
+    return InvalidArgument("volume_content_source is not supported (no snapshots, no clones)");
+  }
+  if (grpc::Status placed = CheckTopology(*request); !placed.ok()) return placed;
+
+  const std::string volume_id = VolumeIdForName(request->name());
+  std::map<std::string, std::string> context = OwnParameters(request->parameters());
+  absl::StatusOr<blk::v1::Volume> from_class = VolumeFromContext(volume_id, context);
+  if (!from_class.ok()) {
+    return InvalidArgument(
+        absl::StrCat("StorageClass parameters: ", from_class.status().message()));
+  }
+  int64_t size = 0;
+  if (grpc::Status sized = ResolveSize(*request, *from_class, &size); !sized.ok()) return sized;
+  if (size != 0) context[kSizeKey] = absl::StrCat(size);
+
+  // A volume of this id staged here already is the name's earlier answer: another size now
+  // is another volume under the same name.
+  blk::v1::GetVolumeRequest get;
+  get.set_id(volume_id);
+  absl::StatusOr<blk::v1::GetVolumeResponse> existing = agent_.GetVolume(get);
+  if (!existing.ok() && !NoSuchVolume(existing.status())) return ToGrpc(existing.status());
+  if (existing.ok() && size != 0 &&
+      existing->volume().size_bytes() != static_cast<uint64_t>(size)) {
+    return grpc::Status(
+        grpc::StatusCode::ALREADY_EXISTS,
+        absl::StrCat("volume ", volume_id, " (name '", request->name(), "') exists on node ",
+                     node_id_, " with ", existing->volume().size_bytes(), " bytes, not ", size));
+  }
+
+  ::csi::v1::Volume& volume = *response->mutable_volume();
+  volume.set_volume_id(volume_id);
+  volume.set_capacity_bytes(size);
+  volume.mutable_volume_context()->insert(context.begin(), context.end());
+  (*volume.add_accessible_topology()->mutable_segments())[topology_key_] = node_id_;
+  return grpc::Status::OK;
+}
+
+grpc::Status ControllerService::DeleteVolume(grpc::ServerContext*,
+                                             const ::csi::v1::DeleteVolumeRequest* request,
+                                             ::csi::v1::DeleteVolumeResponse*) {
+  if (request->volume_id().empty()) return InvalidArgument("volume_id is required");
+  blk::v1::GetVolumeRequest get;
+  get.set_id(request->volume_id());
+  absl::StatusOr<blk::v1::GetVolumeResponse> existing = agent_.GetVolume(get);
+  if (!existing.ok()) {
+    // Gone already (or never staged here): deleted, as often as asked.
+    return NoSuchVolume(existing.status()) ? grpc::Status::OK : ToGrpc(existing.status());
+  }
+  return grpc::Status(
+      grpc::StatusCode::FAILED_PRECONDITION,
+      absl::StrCat("volume ", request->volume_id(), " is still staged on node ", node_id_, " (",
+                   existing->volume().status().device_path(), "); unstage it first"));
+}
+
+grpc::Status ControllerService::ValidateVolumeCapabilities(
+    grpc::ServerContext*, const ::csi::v1::ValidateVolumeCapabilitiesRequest* request,
+    ::csi::v1::ValidateVolumeCapabilitiesResponse* response) {
+  if (request->volume_id().empty()) return InvalidArgument("volume_id is required");
+  if (request->volume_capabilities().empty()) {
+    return InvalidArgument("volume_capabilities is required");
+  }
+  // The volume is its context: one that does not describe a blk volume is none of ours.
+  const std::map<std::string, std::string> context(request->volume_context().begin(),
+                                                   request->volume_context().end());
+  absl::StatusOr<blk::v1::Volume> volume = VolumeFromContext(request->volume_id(), context);
+  if (!volume.ok()) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("volume ", request->volume_id(),
+                                     " is not a blk-csi volume: ", volume.status().message()));
+  }
+  for (const ::csi::v1::VolumeCapability& capability : request->volume_capabilities()) {
+    absl::Status supported = CheckVolumeCapability(capability);
+    if (!supported.ok()) {
+      response->set_message(std::string(supported.message()));
+      return grpc::Status::OK;
+    }
+  }
+  auto& confirmed = *response->mutable_confirmed();
+  *confirmed.mutable_volume_context() = request->volume_context();
+  *confirmed.mutable_volume_capabilities() = request->volume_capabilities();
+  *confirmed.mutable_parameters() = request->parameters();
+  return grpc::Status::OK;
+}
+
+grpc::Status ControllerService::ControllerGetCapabilities(
+    grpc::ServerContext*, const ::csi::v1::ControllerGetCapabilitiesRequest*,
+    ::csi::v1::ControllerGetCapabilitiesResponse* response) {
+  response->add_capabilities()->mutable_rpc()->set_type(
+      ::csi::v1::ControllerServiceCapability::RPC::CREATE_DELETE_VOLUME);
+  return grpc::Status::OK;
+}
+
+}  // namespace blk::csi

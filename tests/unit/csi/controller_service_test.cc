@@ -1,0 +1,328 @@
+#include "csi/controller_service.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "cli/agent_address.h"
+#include "cli/volume_client.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "tests/unit/cli/fake_agent.h"
+
+namespace blk::csi {
+namespace {
+
+using ::csi::v1::VolumeCapability;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+using ::testing::UnorderedElementsAre;
+
+constexpr char kTopologyKey[] = "blk.csi.storage/node";
+
+// The controller next to a fake agent, which answers GetVolume from what was created in it.
+class ControllerServiceTest : public ::testing::Test {
+ protected:
+  ControllerServiceTest()
+      : agent_(blk::cli::UnixAgentAddress(fake_.socket_path()), absl::Seconds(5)),
+        controller_("node-1", kTopologyKey, agent_) {}
+
+  static VolumeCapability Capability(
+      VolumeCapability::AccessMode::Mode mode = VolumeCapability::AccessMode::SINGLE_NODE_WRITER) {
+    VolumeCapability capability;
+    capability.mutable_mount()->set_fs_type("ext4");
+    capability.mutable_access_mode()->set_mode(mode);
+    return capability;
+  }
+
+  // What the csi-provisioner sends for a 1 GiB PVC of an NBD StorageClass, scheduled to node-1.
+  static ::csi::v1::CreateVolumeRequest CreateRequest() {
+    ::csi::v1::CreateVolumeRequest request;
+    request.set_name("pvc-0f3c9a7e-5b1d-4c2e-9a8f-1d2e3f4a5b6c");
+    request.mutable_capacity_range()->set_required_bytes(int64_t{1} << 30);
+    *request.add_volume_capabilities() = Capability();
+    (*request.mutable_parameters())["backend"] = "nbd://nbd-server.example/export1";
+    (*request.mutable_parameters())["queues"] = "2";
+    (*request.mutable_parameters())["csi.storage.k8s.io/pvc/name"] = "data";
+    (*request.mutable_accessibility_requirements()
+          ->add_requisite()
+          ->mutable_segments())[kTopologyKey] = "node-1";
+    return request;
+  }
+
+  grpc::Status Create(const ::csi::v1::CreateVolumeRequest& request,
+                      ::csi::v1::CreateVolumeResponse* response = nullptr) {
+    ::csi::v1::CreateVolumeResponse ignored;
+    return controller_.CreateVolume(nullptr, &request, response ? response : &ignored);
+  }
+  grpc::Status Delete(const std::string& volume_id) {
+    ::csi::v1::DeleteVolumeRequest request;
+    request.set_volume_id(volume_id);
+    ::csi::v1::DeleteVolumeResponse response;
+    return controller_.DeleteVolume(nullptr, &request, &response);
+  }
+  // As NodeStageVolume leaves it: an agent volume of that id and size.
+  void StageInAgent(const std::string& id, uint64_t size_bytes) {
+    blk::v1::CreateVolumeRequest create;
+    create.mutable_volume()->set_id(id);
+    create.mutable_volume()->set_size_bytes(size_bytes);
+    create.mutable_volume()->mutable_null();
+    ASSERT_TRUE(agent_.CreateVolume(create).ok());
+  }
+
+  static void ExpectCode(const grpc::Status& status, grpc::StatusCode code,
+                         const std::string& message) {
+    EXPECT_EQ(status.error_code(), code) << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr(message));
+  }
+
+  blk::cli::testing::FakeAgent fake_;
+  blk::cli::VolumeClient agent_;
+  ControllerService controller_;
+};
+
+TEST_F(ControllerServiceTest, CreateDescribesTheVolumeFromTheStorageClass) {
+  ::csi::v1::CreateVolumeResponse response;
+  ASSERT_TRUE(Create(CreateRequest(), &response).ok());
+  const ::csi::v1::Volume& volume = response.volume();
+  // A Kubernetes PV name is a valid agent id: the id is the name.
+  EXPECT_EQ(volume.volume_id(), "pvc-0f3c9a7e-5b1d-4c2e-9a8f-1d2e3f4a5b6c");
+  EXPECT_EQ(volume.capacity_bytes(), int64_t{1} << 30);
+  // Kubernetes' own parameters (with a '/') are not part of the volume.
+  EXPECT_THAT(volume.volume_context(),
+              UnorderedElementsAre(Pair("backend", "nbd://nbd-server.example/export1"),
+                                   Pair("queues", "2"), Pair("size", "1073741824")));
+  ASSERT_EQ(volume.accessible_topology_size(), 1);
+  EXPECT_THAT(volume.accessible_topology(0).segments(),
+              UnorderedElementsAre(Pair(kTopologyKey, "node-1")));
+  // No data path: the agent is only asked whether the volume exists.
+  EXPECT_THAT(fake_.service().methods(), ElementsAre("GetVolume"));
+}
+
+TEST_F(ControllerServiceTest, TheSameRequestGetsTheSameAnswer) {
+  ::csi::v1::CreateVolumeResponse first;
+  ::csi::v1::CreateVolumeResponse second;
+  ASSERT_TRUE(Create(CreateRequest(), &first).ok());
+  ASSERT_TRUE(Create(CreateRequest(), &second).ok());
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(first, second))
+      << first.DebugString() << " vs " << second.DebugString();
+  // Also once the node staged it: the agent's volume has the size asked for.
+  StageInAgent(first.volume().volume_id(), int64_t{1} << 30);
+  ::csi::v1::CreateVolumeResponse third;
+  ASSERT_TRUE(Create(CreateRequest(), &third).ok());
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(first, third));
+}
+
+TEST_F(ControllerServiceTest, TheSameNameWithAnotherCapacityAlreadyExists) {
+  ::csi::v1::CreateVolumeRequest request = CreateRequest();
+  StageInAgent(request.name(), 64 << 20);
+  ExpectCode(Create(request), grpc::StatusCode::ALREADY_EXISTS, "with 67108864 bytes");
+  request.mutable_capacity_range()->set_required_bytes(64 << 20);
+  EXPECT_TRUE(Create(request).ok());
+}
+
+TEST_F(ControllerServiceTest, CreateRefusesMissingAndUnsupportedFields) {
+  ::csi::v1::CreateVolumeRequest request = CreateRequest();
+  request.clear_name();
+  ExpectCode(Create(request), grpc::StatusCode::INVALID_ARGUMENT, "name is required");
+
+  request = CreateRequest();
+  request.clear_volume_capabilities();
+  ExpectCode(Create(request), grpc::StatusCode::INVALID_ARGUMENT,
+             "volume_capabilities is required");
+
+  request = CreateRequest();
+  *request.add_volume_capabilities() =
+      Capability(VolumeCapability::AccessMode::MULTI_NODE_MULTI_WRITER);
+  ExpectCode(Create(request), grpc::StatusCode::INVALID_ARGUMENT, "MULTI_NODE_MULTI_WRITER");
+
+  request = CreateRequest();
+  request.mutable_volume_capabilities(0)->clear_mount();
+  ExpectCode(Create(request), grpc::StatusCode::INVALID_ARGUMENT, "needs an access type");
+
+  request = CreateRequest();
+  request.mutable_volume_content_source()->mutable_snapshot()->set_snapshot_id("snap-1");
+  ExpectCode(Create(request), grpc::StatusCode::INVALID_ARGUMENT, "volume_content_source");
+  // Nothing reached the agent.
+  EXPECT_EQ(fake_.service().calls(), 0);
+}
+
+TEST_F(ControllerServiceTest, ABadStorageClassIsRefusedNamingTheParameter) {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"backend", "ftp://host/x"},
+      {"queues", "0"},
+      {"rqAffinity", "7"},
+      {"size", "lots"},
+      {"sise", "1Gi"},
+  };
+  for (const auto& [key, value] : bad) {
+    ::csi::v1::CreateVolumeRequest request = CreateRequest();
+    (*request.mutable_parameters())[key] = value;
+    ExpectCode(Create(request), grpc::StatusCode::INVALID_ARGUMENT, "StorageClass parameters: ");
+    ExpectCode(Create(request), grpc::StatusCode::INVALID_ARGUMENT, key);
+  }
+  ::csi::v1::CreateVolumeRequest request = CreateRequest();
+  request.mutable_parameters()->erase("backend");
+  ExpectCode(Create(request), grpc::StatusCode::INVALID_ARGUMENT, "no 'backend'");
+  EXPECT_EQ(fake_.service().calls(), 0);
+}
+
+TEST_F(ControllerServiceTest, CapacityRangeRules) {
+  ::csi::v1::CreateVolumeRequest request = CreateRequest();
+  request.mutable_capacity_range()->set_required_bytes(-1);
+  ExpectCode(Create(request), grpc::StatusCode::INVALID_ARGUMENT, "negative");
+
+  request = CreateRequest();
+  request.mutable_capacity_range()->set_limit_bytes(-1);
+  ExpectCode(Create(request), grpc::StatusCode::INVALID_ARGUMENT, "negative");
+
+  request = CreateRequest();
+  request.mutable_capacity_range()->set_limit_bytes(1 << 20);
+  ExpectCode(Create(request), grpc::StatusCode::INVALID_ARGUMENT, "larger than limit_bytes");
+
+  request = CreateRequest();
+  request.mutable_capacity_range()->set_required_bytes(int64_t{1} << 51);
+  ExpectCode(Create(request), grpc::StatusCode::OUT_OF_RANGE, "at most");
+
+  // No multiple of 4096 fits under the limit.
+  request = CreateRequest();
+  request.mutable_capacity_range()->set_required_bytes(100);
+  request.mutable_capacity_range()->set_limit_bytes(1000);
+  ExpectCode(Create(request), grpc::StatusCode::OUT_OF_RANGE, "no multiple of 4096");
+
+  // A size the StorageClass fixes must lie in the range.
+  request = CreateRequest();
+  (*request.mutable_parameters())["size"] = "512Mi";
+  ExpectCode(Create(request), grpc::StatusCode::OUT_OF_RANGE, "outside the capacity_range");
+  request.mutable_capacity_range()->set_required_bytes(1 << 20);
+  request.mutable_capacity_range()->set_limit_bytes(256 << 20);
+  ExpectCode(Create(request), grpc::StatusCode::OUT_OF_RANGE, "outside the capacity_range");
+  EXPECT_EQ(fake_.service().calls(), 0);
+}
+
+TEST_F(ControllerServiceTest, TheSizeTheVolumeGets) {
+  struct Case {
+    std::string backend;
+    std::string class_size;  // "" for none
+    int64_t required;
+    int64_t limit;
+    int64_t want;  // 0: the backend's own size, no "size" in the context
+  };
+  const std::vector<Case> cases = {
+      {"nbd://h/e", "", 1000, 0, 4096},    // rounded up to the size unit
+      {"nbd://h/e", "", 0, 10000, 8192},   // only a limit: rounded down
+      {"nbd://h/e", "", 0, 0, 0},          // no range: the whole export
+      {"nvme:///dev/ng0n1", "", 0, 0, 0},  // ... or namespace
+      {"file:///var/lib/blk/a.img", "", 0, 0, kDefaultCapacityBytes},
+      {"null://", "", 0, 0, kDefaultCapacityBytes},
+      {"nbd://h/e", "2Gi", 1 << 30, 0, int64_t{2} << 30},  // the class's size, in range
+  };
+  for (const Case& c : cases) {
+    ::csi::v1::CreateVolumeRequest request = CreateRequest();
+    request.clear_capacity_range();
+    if (c.required != 0) request.mutable_capacity_range()->set_required_bytes(c.required);
+    if (c.limit != 0) request.mutable_capacity_range()->set_limit_bytes(c.limit);
+    (*request.mutable_parameters())["backend"] = c.backend;
+    if (!c.class_size.empty()) (*request.mutable_parameters())["size"] = c.class_size;
+    ::csi::v1::CreateVolumeResponse response;
+    ASSERT_TRUE(Create(request, &response).ok()) << c.backend << " " << c.required;
+    EXPECT_EQ(response.volume().capacity_bytes(), c.want) << c.backend << " " << c.required;
+    const auto& context = response.volume().volume_context();
+    if (c.want == 0) {
+      EXPECT_FALSE(context.contains("size")) << c.backend;
+    } else {
+      ASSERT_TRUE(context.contains("size")) << c.backend;
+      EXPECT_EQ(context.at("size"), std::to_string(c.want)) << c.backend;
+    }
+  }
+}
+
+TEST_F(ControllerServiceTest, ANameThatIsNoAgentIdGetsAStableValidOne) {
+  ::csi::v1::CreateVolumeRequest request = CreateRequest();
+  request.set_name("My Volume #1");
+  ::csi::v1::CreateVolumeResponse first;
+  ::csi::v1::CreateVolumeResponse second;
+  ASSERT_TRUE(Create(request, &first).ok());
+  ASSERT_TRUE(Create(request, &second).ok());
+  EXPECT_EQ(first.volume().volume_id(), second.volume().volume_id());
+  EXPECT_THAT(first.volume().volume_id(), ::testing::MatchesRegex("my-volume--1-[0-9a-f]{16}"));
+}
+
+TEST_F(ControllerServiceTest, TopologyMustIncludeThisNode) {
+  ::csi::v1::CreateVolumeRequest request = CreateRequest();
+  (*request.mutable_accessibility_requirements()
+        ->mutable_requisite(0)
+        ->mutable_segments())[kTopologyKey] = "node-2";
+  ExpectCode(Create(request), grpc::StatusCode::RESOURCE_EXHAUSTED, "only on node node-1");
+  // Among others, or none asked for: fine.
+  (*request.mutable_accessibility_requirements()
+        ->add_requisite()
+        ->mutable_segments())[kTopologyKey] = "node-1";
+  EXPECT_TRUE(Create(request).ok());
+  request.clear_accessibility_requirements();
+  EXPECT_TRUE(Create(request).ok());
+}
+
+TEST_F(ControllerServiceTest, AnAgentThatDoesNotAnswerIsUnavailable) {
+  blk::cli::VolumeClient nobody(blk::cli::UnixAgentAddress(fake_.unused_socket_path()),
+                                absl::Seconds(5));
+  ControllerService controller("node-1", kTopologyKey, nobody);
+  ::csi::v1::CreateVolumeRequest request = CreateRequest();
+  ::csi::v1::CreateVolumeResponse response;
+  EXPECT_EQ(controller.CreateVolume(nullptr, &request, &response).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(ControllerServiceTest, DeleteIsIdempotentAndRefusesAStagedVolume) {
+  ExpectCode(Delete(""), grpc::StatusCode::INVALID_ARGUMENT, "volume_id is required");
+  EXPECT_TRUE(Delete("pvc-1").ok());
+  EXPECT_TRUE(Delete("pvc-1").ok());
+  StageInAgent("pvc-2", 64 << 20);
+  ExpectCode(Delete("pvc-2"), grpc::StatusCode::FAILED_PRECONDITION, "still staged");
+  // Deleting never touches the agent's volumes: the node's unstage does.
+  for (const std::string& method : fake_.service().methods()) {
+    EXPECT_NE(method, "DeleteVolume");
+  }
+}
+
+TEST_F(ControllerServiceTest, ValidateVolumeCapabilities) {
+  ::csi::v1::ValidateVolumeCapabilitiesRequest request;
+  ::csi::v1::ValidateVolumeCapabilitiesResponse response;
+  ExpectCode(controller_.ValidateVolumeCapabilities(nullptr, &request, &response),
+             grpc::StatusCode::INVALID_ARGUMENT, "volume_id is required");
+  request.set_volume_id("pvc-1");
+  ExpectCode(controller_.ValidateVolumeCapabilities(nullptr, &request, &response),
+             grpc::StatusCode::INVALID_ARGUMENT, "volume_capabilities is required");
+  *request.add_volume_capabilities() = Capability();
+  ExpectCode(controller_.ValidateVolumeCapabilities(nullptr, &request, &response),
+             grpc::StatusCode::NOT_FOUND, "not a blk-csi volume");
+
+  (*request.mutable_volume_context())["backend"] = "nbd://h/e";
+  (*request.mutable_volume_context())["size"] = "1073741824";
+  ASSERT_TRUE(controller_.ValidateVolumeCapabilities(nullptr, &request, &response).ok());
+  ASSERT_TRUE(response.has_confirmed());
+  EXPECT_EQ(response.confirmed().volume_capabilities_size(), 1);
+  EXPECT_THAT(response.confirmed().volume_context(),
+              UnorderedElementsAre(Pair("backend", "nbd://h/e"), Pair("size", "1073741824")));
+
+  *request.add_volume_capabilities() =
+      Capability(VolumeCapability::AccessMode::MULTI_NODE_SINGLE_WRITER);
+  response.Clear();
+  ASSERT_TRUE(controller_.ValidateVolumeCapabilities(nullptr, &request, &response).ok());
+  EXPECT_FALSE(response.has_confirmed());
+  EXPECT_THAT(response.message(), HasSubstr("MULTI_NODE_SINGLE_WRITER"));
+}
+
+TEST_F(ControllerServiceTest, CapabilitiesAreCreateDeleteOnly) {
+  ::csi::v1::ControllerGetCapabilitiesRequest request;
+  ::csi::v1::ControllerGetCapabilitiesResponse response;
+  ASSERT_TRUE(controller_.ControllerGetCapabilities(nullptr, &request, &response).ok());
+  ASSERT_EQ(response.capabilities_size(), 1);
+  EXPECT_EQ(response.capabilities(0).rpc().type(),
+            ::csi::v1::ControllerServiceCapability::RPC::CREATE_DELETE_VOLUME);
+}
+
+}  // namespace
+}  // namespace blk::csi

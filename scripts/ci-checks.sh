@@ -5,7 +5,10 @@
 #  2. clang-tidy on the sources changed since the last commit found clean (.ci/tidy-clean-at;
 #     BLK_TIDY_WHOLE=1: the whole tree);
 #  3. the host tests in that build (ctest -LE 'vm|fuzz'), no sanitizer report allowed;
-#  4. the main (gcc) build in ${BLK_BUILD_DIR:-build} configured with -Werror, which
+#  4. the TSan build of only what the threaded host tests need, and those tests (the NBD
+#     integration tests, nbd_size_host, agent_concurrency_host; scripts/sanitize.sh tsan), in
+#     ${BLK_TSAN_BUILD_DIR:-build-tsan}, no sanitizer report allowed;
+#  5. the main (gcc) build in ${BLK_BUILD_DIR:-build} configured with -Werror, which
 #     scripts/test.sh then builds and tests.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -32,9 +35,18 @@ echo "ci-checks: host tests under ASan+UBSan in $clang_build"
 BLK_ASAN_BUILD_DIR="$clang_build" "$root/scripts/sanitize.sh" asan test
 asan_seconds=$((SECONDS - start))
 
+start=$SECONDS
+echo "ci-checks: clang TSan build of the threaded host tests"
+"$root/scripts/sanitize.sh" tsan build
+tsan_build_seconds=$((SECONDS - start))
+
+start=$SECONDS
+echo "ci-checks: threaded host tests under TSan"
+"$root/scripts/sanitize.sh" tsan test
+tsan_seconds=$((SECONDS - start))
 
 echo "ci-checks: gcc build configured with -Werror in $build"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBLK_WERROR=ON
 
 echo "ci-checks: passed (clang ASan+UBSan build ${clang_seconds}s, clang-tidy ${tidy_seconds}s," \
-  "ASan+UBSan tests ${asan_seconds}s)"
+  "ASan+UBSan tests ${asan_seconds}s, TSan build ${tsan_build_seconds}s, TSan tests ${tsan_seconds}s)"

@@ -8,7 +8,15 @@
 # threads, /dev/ublk* and state dir are as at the start. Then the same creates with kill -9 of
 # the agent in the middle: after the restart every volume has a device and a record, every
 # record a volume, every create answered OK survived, and no device is orphaned.
+#
+# Opt-in (BLK_VM_CONCURRENCY=1): under TCG every blkctl is a ~1-2 s process start and every
+# create or delete of a device several seconds, so this takes ~10 minutes per kernel, too much
+# for the CI suite.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+if [[ "${BLK_VM_CONCURRENCY:-}" != 1 ]]; then
+  echo "skipped: set BLK_VM_CONCURRENCY=1 to run (about 10 minutes per kernel under TCG)"
+  exit 0
+fi
 
 CLIENTS=32
 CALLS="$WORK/calls"  # per client: CLIENT.log (every call and its answer), CLIENT.ok (created ids)
@@ -20,12 +28,14 @@ SHARED_SPEC=(--size 8M --queues 1 --queue-depth 16 --backend null://)
 # call EXPECTED ARGS...: blkctl ARGS, whose status code (OK, or the error's code) must match the
 # regex EXPECTED. ABORTED is asked again. Sets REPLY (stdout) and CODE; a mismatch marks the
 # client failed. In a client gone_on_unavailable=1 turns UNAVAILABLE into the client's end.
+# The deadline is long: under TCG 70 deletes queued behind 4 workers take minutes, and a call
+# answered DEADLINE_EXCEEDED may still have taken effect, so its outcome is not decidable.
 call() {
   local expected="$1" attempt err="$CALLS/$client.err"
   shift
   for ((attempt = 1; ; attempt++)); do
     CODE=OK
-    REPLY="$(ctl "$@" 2>"$err")" || CODE="$(sed -n 's/^blkctl: \([A-Z_]*\): .*/\1/p' "$err" | head -n1)"
+    REPLY="$(ctl --timeout 600s "$@" 2>"$err")" || CODE="$(sed -n 's/^blkctl: \([A-Z_]*\): .*/\1/p' "$err" | head -n1)"
     [[ -n "$CODE" ]] || CODE="FAILED($(head -c 200 "$err"))"
     if [[ "$CODE" != ABORTED ]] || ((attempt >= 600)); then break; fi
     sleep 0.2 # the API's "retry later"

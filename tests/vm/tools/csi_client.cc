@@ -67,6 +67,7 @@ int main(int argc, char** argv) {
       NODE_CALL(NodeUnstageVolume),   NODE_CALL(NodePublishVolume),
       NODE_CALL(NodeUnpublishVolume), NODE_CALL(NodeGetVolumeStats),
       NODE_CALL(NodeGetCapabilities), NODE_CALL(NodeGetInfo),
+      NODE_CALL(NodeExpandVolume),
   };
   if (argc < 3 || argc > 4 || calls.count(argv[2]) == 0) {
     std::cerr << "usage: blk_csi_client unix:///path/csi.sock METHOD [REQUEST-TEXT]\nmethods:";

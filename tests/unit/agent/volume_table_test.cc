@@ -1074,7 +1074,8 @@ TEST_F(ResizeTest, AVolumeWithoutADeviceIsFailedPrecondition) {
   ASSERT_EQ(Table().Get("v1")->status().state(), v1::VOLUME_STATE_DEGRADED);
   auto volume = Table().Resize("v1", uint64_t{128} << 20);
   EXPECT_EQ(volume.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(volume.status().message()), HasSubstr("DEGRADED"));
+  EXPECT_THAT(std::string(volume.status().message()),
+              HasSubstr("no device serving it (state degraded)"));
   EXPECT_EQ(Registry().LoadAll().records[0].spec.size_bytes(), uint64_t{64} << 20);
 }
 

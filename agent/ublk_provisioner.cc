@@ -53,6 +53,7 @@ class UblkVolumeDevice final : public VolumeDevice {
   }
   absl::StatusOr<uint32_t> RqAffinity() const override { return device_->RqAffinity(); }
   absl::Status SetRqAffinity(uint32_t value) override { return device_->SetRqAffinity(value); }
+  absl::Status Resize(uint64_t size_bytes) override { return device_->Resize(size_bytes); }
   bool RqAffinityRedirected() const override { return device_->rq_affinity_redirected(); }
   std::string copy_mode() const override { return device_->copy_mode(); }
   absl::Status Stop(bool force) override { return device_->Stop(force); }

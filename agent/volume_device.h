@@ -42,6 +42,11 @@ class VolumeDevice {
   virtual absl::Status SetRqAffinity(uint32_t /*value*/) {
     return absl::UnimplementedError("this device has no block queue settings");
   }
+  // Grows the device (and its backend) to `size_bytes` while it serves I/O; see
+  // server::Device::Resize.
+  virtual absl::Status Resize(uint64_t /*size_bytes*/) {
+    return absl::FailedPreconditionError("this device cannot be resized");
+  }
   // Whether the kernel completes requests where rq_affinity says
   // (UBLK_F_SUPPORT_RQ_AFFINITY offered and granted).
   virtual bool RqAffinityRedirected() const { return false; }

@@ -63,6 +63,13 @@ grpc::ServerUnaryReactor* VolumeService::UpdateVolume(grpc::CallbackServerContex
                [=, this] { return Update(*request, *response); });
 }
 
+grpc::ServerUnaryReactor* VolumeService::ResizeVolume(grpc::CallbackServerContext* context,
+                                                      const v1::ResizeVolumeRequest* request,
+                                                      v1::ResizeVolumeResponse* response) {
+  return Queue(context, "ResizeVolume", Access::kWrite,
+               [=, this] { return Resize(*request, *response); });
+}
+
 grpc::ServerUnaryReactor* VolumeService::GetNodeInfo(grpc::CallbackServerContext* context,
                                                      const v1::GetNodeInfoRequest*,
                                                      v1::GetNodeInfoResponse* response) {
@@ -111,6 +118,17 @@ grpc::Status VolumeService::Update(const v1::UpdateVolumeRequest& request,
   absl::StatusOr<v1::Volume> volume = volumes_.Update(request.volume(), request.update_mask());
   if (!volume.ok()) {
     spdlog::info("UpdateVolume {}: {}", request.volume().id(), volume.status().ToString());
+    return ToGrpcStatus(volume.status());
+  }
+  *response.mutable_volume() = std::move(*volume);
+  return grpc::Status::OK;
+}
+
+grpc::Status VolumeService::Resize(const v1::ResizeVolumeRequest& request,
+                                   v1::ResizeVolumeResponse& response) {
+  absl::StatusOr<v1::Volume> volume = volumes_.Resize(request.id(), request.size_bytes());
+  if (!volume.ok()) {
+    spdlog::info("ResizeVolume {}: {}", request.id(), volume.status().ToString());
     return ToGrpcStatus(volume.status());
   }
   *response.mutable_volume() = std::move(*volume);

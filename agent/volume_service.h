@@ -36,6 +36,9 @@ class VolumeService final : public v1::VolumeService::CallbackService {
   grpc::ServerUnaryReactor* UpdateVolume(grpc::CallbackServerContext* context,
                                          const v1::UpdateVolumeRequest* request,
                                          v1::UpdateVolumeResponse* response) override;
+  grpc::ServerUnaryReactor* ResizeVolume(grpc::CallbackServerContext* context,
+                                         const v1::ResizeVolumeRequest* request,
+                                         v1::ResizeVolumeResponse* response) override;
   grpc::ServerUnaryReactor* GetNodeInfo(grpc::CallbackServerContext* context,
                                         const v1::GetNodeInfoRequest* request,
                                         v1::GetNodeInfoResponse* response) override;
@@ -54,6 +57,7 @@ class VolumeService final : public v1::VolumeService::CallbackService {
   grpc::Status Get(const v1::GetVolumeRequest& request, v1::GetVolumeResponse& response);
   grpc::Status List(v1::ListVolumesResponse& response);
   grpc::Status Update(const v1::UpdateVolumeRequest& request, v1::UpdateVolumeResponse& response);
+  grpc::Status Resize(const v1::ResizeVolumeRequest& request, v1::ResizeVolumeResponse& response);
   grpc::Status NodeInfo(v1::GetNodeInfoResponse& response);
   grpc::Status Stats(const v1::GetVolumeStatsRequest& request,
                      v1::GetVolumeStatsResponse& response);

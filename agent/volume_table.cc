@@ -372,6 +372,59 @@ absl::StatusOr<v1::Volume> VolumeTable::Update(const v1::Volume& changes,
   return WithLiveCounters(entry);
 }
 
+absl::StatusOr<v1::Volume> VolumeTable::Resize(const std::string& id, uint64_t size_bytes) {
+  if (!IsValidVolumeId(id)) return InvalidId(id);
+  std::optional<BusyClaim> claim;
+  v1::Volume resized;
+  VolumeDevice* device = nullptr;
+  int device_id = -1;
+  {
+    absl::MutexLock lock(&mutex_);
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return NotFound(id);
+    VolumeEntry& entry = it->second;
+    if (entry.busy) return InProgress(id);
+    const uint64_t block_size = entry.volume.logical_block_size();
+    if (size_bytes == 0 || size_bytes % block_size != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "size_bytes: must be a positive multiple of the volume's logical block size ", block_size,
+          ", got ", size_bytes));
+    }
+    if (size_bytes == entry.volume.size_bytes()) return WithLiveCounters(entry);
+    if (size_bytes < entry.volume.size_bytes()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("size_bytes: volume '", id, "' has ", entry.volume.size_bytes(),
+                       " bytes; shrinking it to ", size_bytes,
+                       " would cut off data (only growing is supported)"));
+    }
+    if (!entry.device) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("volume '", id, "' has no device serving it (state ",
+                       v1::VolumeStateName(entry.volume.status().state()), ")"));
+    }
+    claim.emplace(mutex_, entries_, id);
+    resized = SpecOf(entry.volume);
+    device = entry.device.get();
+    device_id = entry.device_id;
+  }
+  resized.set_size_bytes(size_bytes);
+
+  // The kernel first, the record after. Killed in between, the next agent recovers the device at
+  // the kernel's new size while the record keeps the old one: the device keeps working, and the
+  // caller, who got no answer, asks again and the record catches up. The other order could leave
+  // a record larger than the device, and a repeated request would then find nothing to do.
+  if (absl::Status grown = device->Resize(size_bytes); !grown.ok()) {
+    return absl::Status(grown.code(), absl::StrCat("volume '", id, "': ", grown.message()));
+  }
+  if (absl::Status saved = registry_.Save(resized, device_id); !saved.ok()) return saved;
+  absl::MutexLock lock(&mutex_);
+  claim->ReleaseLocked(mutex_);
+  VolumeEntry& entry = entries_.at(id);
+  entry.volume.set_size_bytes(size_bytes);
+  spdlog::info("volume {}: resized to {} bytes", id, size_bytes);
+  return WithLiveCounters(entry);
+}
+
 absl::StatusOr<v1::Volume> VolumeTable::Get(const std::string& id) const {
   if (!IsValidVolumeId(id)) return InvalidId(id);
   absl::MutexLock lock(&mutex_);

@@ -69,6 +69,9 @@ class VolumeTable {
   // in `changes`, on the device and in the registry; see UpdateVolumeRequest.
   absl::StatusOr<v1::Volume> Update(const v1::Volume& changes,
                                     const google::protobuf::FieldMask& mask);
+  // Grows the volume's device to `size_bytes` online, then records the new size; see
+  // ResizeVolumeRequest.
+  absl::StatusOr<v1::Volume> Resize(const std::string& id, uint64_t size_bytes);
   absl::StatusOr<v1::Volume> Get(const std::string& id) const;
   std::vector<v1::Volume> List() const;
   // The volume's I/O statistics now: NOT_FOUND for an unknown id, FAILED_PRECONDITION when no

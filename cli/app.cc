@@ -226,6 +226,28 @@ void AddUpdateVolume(CLI::App& app, Invocation& invocation) {
   });
 }
 
+void AddResizeVolume(CLI::App& app, Invocation& invocation) {
+  struct ResizeFlags {
+    std::string id;
+    uint64_t size_bytes = 0;
+  };
+  auto flags = std::make_shared<ResizeFlags>();
+  CLI::App* command = app.add_subcommand("resize-volume",
+                                         "Grow a volume's device (and backend) while it is in use");
+  command->add_option("ID", flags->id, "Volume id")->required();
+  command
+      ->add_option("--size", flags->size_bytes,
+                   "New size, larger than the current one: 4096, 64M, 64MiB, 1G (1024-based)")
+      ->transform(SizeValidator())
+      ->required();
+  AddOutputOption(*command, invocation.format_text);
+  command->callback([&invocation, flags] {
+    invocation.command = [&invocation, flags](VolumeClient& client) {
+      return RunResizeVolume(client, flags->id, flags->size_bytes, invocation.format());
+    };
+  });
+}
+
 void AddDeleteVolume(CLI::App& app, Invocation& invocation) {
   struct DeleteFlags {
     std::string id;
@@ -310,6 +332,7 @@ void AddStats(CLI::App& app, Invocation& invocation, std::ostream& out) {
 void AddCommands(CLI::App& app, Invocation& invocation, std::ostream& out) {
   AddCreateVolume(app, invocation);
   AddUpdateVolume(app, invocation);
+  AddResizeVolume(app, invocation);
   AddDeleteVolume(app, invocation);
   AddGetVolume(app, invocation);
   AddListVolumes(app, invocation);
@@ -321,8 +344,9 @@ void AddCommands(CLI::App& app, Invocation& invocation, std::ostream& out) {
 // "blkctl: CODE: message".
 int Dispatch(const Invocation& invocation, std::ostream& out, std::ostream& err) {
   if (!invocation.command) {
-    err << "blkctl: a command is required: create-volume, update-volume, delete-volume, "
-           "get-volume, list-volumes, node-info or stats\nRun with --help for more information.\n";
+    err << "blkctl: a command is required: create-volume, update-volume, resize-volume, "
+           "delete-volume, get-volume, list-volumes, node-info or stats\nRun with --help for more "
+           "information.\n";
     return kExitUsage;
   }
   // Validated during parsing, so this cannot fail here.

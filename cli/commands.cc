@@ -66,6 +66,17 @@ absl::StatusOr<std::string> RunUpdateVolume(VolumeClient& client, const UpdateVo
   return RenderVolume(response->volume());
 }
 
+absl::StatusOr<std::string> RunResizeVolume(VolumeClient& client, absl::string_view id,
+                                            uint64_t size_bytes, OutputFormat format) {
+  blk::v1::ResizeVolumeRequest request;
+  request.set_id(std::string(id));
+  request.set_size_bytes(size_bytes);
+  absl::StatusOr<blk::v1::ResizeVolumeResponse> response = client.ResizeVolume(request);
+  if (!response.ok()) return response.status();
+  if (format == OutputFormat::kJson) return RenderJson(*response);
+  return RenderVolume(response->volume());
+}
+
 absl::StatusOr<std::string> RunDeleteVolume(VolumeClient& client, absl::string_view id, bool force,
                                             OutputFormat format) {
   blk::v1::DeleteVolumeRequest request;

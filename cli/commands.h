@@ -49,6 +49,9 @@ absl::StatusOr<blk::v1::UpdateVolumeRequest> BuildUpdateVolumeRequest(
     const UpdateVolumeFlags& flags);
 absl::StatusOr<std::string> RunUpdateVolume(VolumeClient& client, const UpdateVolumeFlags& flags,
                                             OutputFormat format);
+// Grows the volume to `size_bytes` (the agent refuses shrinking).
+absl::StatusOr<std::string> RunResizeVolume(VolumeClient& client, absl::string_view id,
+                                            uint64_t size_bytes, OutputFormat format);
 absl::StatusOr<std::string> RunDeleteVolume(VolumeClient& client, absl::string_view id, bool force,
                                             OutputFormat format);
 absl::StatusOr<std::string> RunGetVolume(VolumeClient& client, absl::string_view id,

@@ -57,6 +57,11 @@ absl::StatusOr<blk::v1::UpdateVolumeResponse> VolumeClient::UpdateVolume(
   return Call<blk::v1::UpdateVolumeResponse>(&blk::v1::VolumeService::Stub::UpdateVolume, request);
 }
 
+absl::StatusOr<blk::v1::ResizeVolumeResponse> VolumeClient::ResizeVolume(
+    const blk::v1::ResizeVolumeRequest& request) {
+  return Call<blk::v1::ResizeVolumeResponse>(&blk::v1::VolumeService::Stub::ResizeVolume, request);
+}
+
 absl::StatusOr<blk::v1::GetVolumeResponse> VolumeClient::GetVolume(
     const blk::v1::GetVolumeRequest& request) {
   return Call<blk::v1::GetVolumeResponse>(&blk::v1::VolumeService::Stub::GetVolume, request);

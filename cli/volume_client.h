@@ -25,6 +25,8 @@ class VolumeClient {
       const blk::v1::DeleteVolumeRequest& request);
   absl::StatusOr<blk::v1::UpdateVolumeResponse> UpdateVolume(
       const blk::v1::UpdateVolumeRequest& request);
+  absl::StatusOr<blk::v1::ResizeVolumeResponse> ResizeVolume(
+      const blk::v1::ResizeVolumeRequest& request);
   absl::StatusOr<blk::v1::GetVolumeResponse> GetVolume(const blk::v1::GetVolumeRequest& request);
   absl::StatusOr<blk::v1::ListVolumesResponse> ListVolumes(
       const blk::v1::ListVolumesRequest& request);

@@ -129,6 +129,26 @@ absl::Status Mounter::MakeFilesystem(const std::string& device, const std::strin
   return absl::OkStatus();
 }
 
+absl::Status Mounter::GrowFilesystem(const std::string& device, const std::string& mount_path,
+                                     const std::string& fs_type) const {
+  std::vector<std::string> argv;
+  if (fs_type == "ext4") {
+    argv = {"resize2fs", device};
+  } else if (fs_type == "xfs") {
+    argv = {"xfs_growfs", mount_path};
+  } else {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot grow the '", fs_type, "' file system on ", device, " (only ext4 and xfs)"));
+  }
+  absl::StatusOr<CommandResult> result = RunCommand(argv);
+  if (!result.ok()) return result.status();
+  if (result->exit_status != 0) {
+    return absl::InternalError(absl::StrCat(argv[0], " ", argv[1], " failed (exit status ",
+                                            result->exit_status, "): ", result->output));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Mounter::Mount(const std::string& device, const std::string& target,
                             const std::string& fs_type,
                             const std::vector<std::string>& flags) const {

@@ -31,6 +31,12 @@ class Mounter {
   absl::Status BindMount(const std::string& source, const std::string& target,
                          bool read_only) const;
 
+  // Grows the `fs_type` file system on `device`, mounted at `mount_path`, to fill the device:
+  // resize2fs for ext4 (the device), xfs_growfs for xfs (the mount point). Online: the file
+  // system stays mounted.
+  absl::Status GrowFilesystem(const std::string& device, const std::string& mount_path,
+                              const std::string& fs_type) const;
+
   // Unmounts `target`; one that is not mounted (or does not exist) is fine.
   absl::Status Unmount(const std::string& target) const;
 

@@ -306,11 +306,80 @@ grpc::Status NodeService::NodeGetVolumeStats(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
+grpc::Status NodeService::NodeExpandVolume(grpc::ServerContext*,
+                                           const ::csi::v1::NodeExpandVolumeRequest* request,
+                                           ::csi::v1::NodeExpandVolumeResponse* response) {
+  for (grpc::Status check : {RequireField(request->volume_id(), "volume_id"),
+                             RequirePath(request->volume_path(), "volume_path")}) {
+    if (!check.ok()) return check;
+  }
+  const int64_t required = request->capacity_range().required_bytes();
+  const int64_t limit = request->capacity_range().limit_bytes();
+  if (required < 0 || limit < 0) {
+    return InvalidArgument("capacity_range: required_bytes and limit_bytes must not be negative");
+  }
+  if (request->has_volume_capability()) {
+    grpc::Status capable = CheckCapability(true, request->volume_capability());
+    if (!capable.ok()) return capable;
+  }
+  absl::MutexLock lock(&operations_mu_);
+  blk::v1::GetVolumeRequest get;
+  get.set_id(request->volume_id());
+  absl::StatusOr<blk::v1::GetVolumeResponse> got = agent_.GetVolume(get);
+  if (!got.ok()) return ToGrpc(got.status());
+  blk::v1::Volume volume = got->volume();
+
+  // The agent's sizes are whole logical blocks; the kubelet asks in bytes.
+  const uint64_t block = volume.logical_block_size() == 0 ? 512 : volume.logical_block_size();
+  const uint64_t wanted = (static_cast<uint64_t>(required) + block - 1) / block * block;
+  if (limit > 0 && wanted > static_cast<uint64_t>(limit)) {
+    return grpc::Status(grpc::StatusCode::OUT_OF_RANGE,
+                        absl::StrCat("capacity_range: ", required, " bytes rounded up to the ",
+                                     block, "-byte block size exceed limit_bytes ", limit));
+  }
+  if (wanted > volume.size_bytes()) {
+    blk::v1::ResizeVolumeRequest resize;
+    resize.set_id(request->volume_id());
+    resize.set_size_bytes(wanted);
+    absl::StatusOr<blk::v1::ResizeVolumeResponse> resized = agent_.ResizeVolume(resize);
+    if (!resized.ok()) return ToGrpc(resized.status());
+    volume = resized->volume();
+  }
+
+  struct stat st;
+  if (::stat(request->volume_path().c_str(), &st) != 0) {
+    const int err = errno;
+    const absl::Status status = absl::ErrnoToStatus(err, request->volume_path());
+    if (err == ENOENT) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, std::string(status.message()));
+    }
+    return ToGrpc(status);
+  }
+  // A raw block volume (the device node bound at volume_path) has no file system to grow.
+  const bool block_mode = request->volume_capability().has_block() || !S_ISDIR(st.st_mode);
+  if (!block_mode) {
+    const std::string& device = volume.status().device_path();
+    if (device.empty()) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          absl::StrCat("volume ", request->volume_id(), " has no live device"));
+    }
+    absl::StatusOr<std::string> fs_type = mounter_.FilesystemType(device);
+    if (!fs_type.ok()) return ToGrpc(fs_type.status());
+    if (absl::Status grown = mounter_.GrowFilesystem(device, request->volume_path(), *fs_type);
+        !grown.ok()) {
+      return ToGrpc(grown);
+    }
+  }
+  response->set_capacity_bytes(static_cast<int64_t>(volume.size_bytes()));
+  return grpc::Status::OK;
+}
+
 grpc::Status NodeService::NodeGetCapabilities(grpc::ServerContext*,
                                               const ::csi::v1::NodeGetCapabilitiesRequest*,
                                               ::csi::v1::NodeGetCapabilitiesResponse* response) {
   using Rpc = ::csi::v1::NodeServiceCapability::RPC;
-  for (Rpc::Type type : {Rpc::STAGE_UNSTAGE_VOLUME, Rpc::GET_VOLUME_STATS, Rpc::VOLUME_CONDITION}) {
+  for (Rpc::Type type : {Rpc::STAGE_UNSTAGE_VOLUME, Rpc::GET_VOLUME_STATS, Rpc::EXPAND_VOLUME,
+                         Rpc::VOLUME_CONDITION}) {
     response->add_capabilities()->mutable_rpc()->set_type(type);
   }
   return grpc::Status::OK;

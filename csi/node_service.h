@@ -35,6 +35,11 @@ class NodeService final : public ::csi::v1::Node::Service {
   grpc::Status NodeGetVolumeStats(grpc::ServerContext* context,
                                   const ::csi::v1::NodeGetVolumeStatsRequest* request,
                                   ::csi::v1::NodeGetVolumeStatsResponse* response) override;
+  // Grows the agent volume to capacity_range.required_bytes (rounded up to its logical block
+  // size), then the file system mounted at volume_path; a raw block volume has none to grow.
+  grpc::Status NodeExpandVolume(grpc::ServerContext* context,
+                                const ::csi::v1::NodeExpandVolumeRequest* request,
+                                ::csi::v1::NodeExpandVolumeResponse* response) override;
   grpc::Status NodeGetCapabilities(grpc::ServerContext* context,
                                    const ::csi::v1::NodeGetCapabilitiesRequest* request,
                                    ::csi::v1::NodeGetCapabilitiesResponse* response) override;

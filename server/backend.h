@@ -80,6 +80,9 @@ class Storage {
   virtual StorageTraits traits() const { return {}; }
   // The device could not be created: remove what opening the storage created (a new file).
   virtual void AbandonCreated() {}
+  // Makes the storage hold `size_bytes` (larger than the device's size) before the device grows:
+  // FailedPrecondition when it cannot. Storage without a size of its own (null) holds anything.
+  virtual absl::Status Grow(uint64_t /*size_bytes*/) { return absl::OkStatus(); }
 };
 
 // Why a storage is opened; each storage decides what that means for it.

@@ -99,6 +99,33 @@ absl::StatusOr<std::unique_ptr<FileStorage>> FileStorage::Open(const std::string
   return storage;
 }
 
+absl::Status FileStorage::Grow(uint64_t size_bytes) {
+  uint64_t size = 0;
+  if (is_block_device_) {
+    if (::ioctl(fd_.get(), BLKGETSIZE64, &size) != 0) {
+      return absl::ErrnoToStatus(errno, "backend block device: BLKGETSIZE64");
+    }
+  } else {
+    struct stat st {};
+    if (::fstat(fd_.get(), &st) != 0) return absl::ErrnoToStatus(errno, "backend file: fstat");
+    size = static_cast<uint64_t>(st.st_size);
+  }
+  if (size >= size_bytes) return absl::OkStatus();
+  if (is_block_device_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the backend block device has ", size, " bytes, fewer than ", size_bytes));
+  }
+  // The device is the file's only user (one volume per backing file), so its length is the
+  // volume's to set.
+  if (::ftruncate(fd_.get(), static_cast<off_t>(size_bytes)) != 0) {
+    const int err = errno;
+    return absl::FailedPreconditionError(
+        absl::ErrnoToStatus(err, absl::StrCat("backend file: extend to ", size_bytes, " bytes"))
+            .message());
+  }
+  return absl::OkStatus();
+}
+
 void FileStorage::AbandonCreated() {
   if (created_path_.empty()) return;
   fd_.Reset();

@@ -20,6 +20,9 @@ class FileStorage final : public Storage {
                                                            OpenPurpose purpose);
   absl::StatusOr<std::unique_ptr<Backend>> NewQueueBackend(uint16_t queue_depth) override;
   void AbandonCreated() override;
+  // A regular file is extended (sparse; never shortened); a block device must already be that
+  // large.
+  absl::Status Grow(uint64_t size_bytes) override;
 
   int fd() const { return fd_.get(); }
   bool direct_io() const { return direct_io_; }

@@ -46,6 +46,21 @@ absl::StatusOr<std::unique_ptr<Storage>> Storage::Open(const NbdBackendConfig& b
   return storage;
 }
 
+absl::Status Storage::Grow(uint64_t size_bytes) {
+  absl::StatusOr<Connection> connection = Connect(address_, kCreateTimeout);
+  if (!connection.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot ask NBD export ", address_.ToString(),
+                     " for its size: ", connection.status().message()));
+  }
+  if (connection->info.size < size_bytes) {
+    return absl::FailedPreconditionError(absl::StrCat("NBD export ", address_.ToString(), " has ",
+                                                      connection->info.size, " bytes, fewer than ",
+                                                      size_bytes));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<server::Backend>> Storage::NewQueueBackend(uint16_t queue_depth) {
   if (queues_made_ >= queues_) {
     return absl::FailedPreconditionError(absl::StrCat("NBD volume on ", address_.ToString(),

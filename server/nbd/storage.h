@@ -22,6 +22,9 @@ class Storage final : public server::Storage {
   static absl::StatusOr<std::unique_ptr<Storage>> Open(const NbdBackendConfig& backend,
                                                        const DeviceConfig& config);
   absl::StatusOr<std::unique_ptr<server::Backend>> NewQueueBackend(uint16_t queue_depth) override;
+  // Asks the server again for the export's size (it may have grown since Open): FailedPrecondition
+  // when it is still smaller than `size_bytes`. Blocking (a new connection).
+  absl::Status Grow(uint64_t size_bytes) override;
 
   const ExportInfo& export_info() const { return info_; }
   const std::shared_ptr<Stats>& stats() const { return stats_; }

@@ -87,6 +87,13 @@ StorageTraits NvmeStorage::traits() const {
   return traits;
 }
 
+absl::Status NvmeStorage::Grow(uint64_t size_bytes) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("an NVMe volume cannot grow while its device runs (asked for ", size_bytes,
+                   " bytes): its queues check every request against the extent they started "
+                   "with"));
+}
+
 absl::StatusOr<std::unique_ptr<Backend>> NvmeStorage::NewQueueBackend(uint16_t queue_depth) {
   return std::make_unique<NvmeBackend>(fd_.get(), target_, queue_depth, config_.max_io_bytes,
                                        stats_);

@@ -22,6 +22,9 @@ class NvmeStorage final : public Storage {
                                                            const DeviceConfig& config);
   absl::StatusOr<std::unique_ptr<Backend>> NewQueueBackend(uint16_t queue_depth) override;
   StorageTraits traits() const override;
+  // Refused: every queue checks its requests against the volume's extent in the namespace, fixed
+  // when the queue starts.
+  absl::Status Grow(uint64_t size_bytes) override;
 
   const nvme::NamespaceTarget& target() const { return target_; }
 

@@ -141,6 +141,13 @@ absl::Status ControlDevice::TryStopDev(uint32_t dev_id) {
       .status();
 }
 
+absl::Status ControlDevice::UpdateSize(uint32_t dev_id, uint64_t sectors) {
+  abi::CtrlCmd cmd = DeviceCmd(dev_id);
+  cmd.data[0] = sectors;
+  // Only the ioctl encoding exists, as for TRY_STOP_DEV.
+  return Execute("UPDATE_SIZE", abi::kUCmdUpdateSize, abi::kUCmdUpdateSize, cmd).status();
+}
+
 absl::Status ControlDevice::DelDev(uint32_t dev_id, bool wait) {
   if (!wait && uses_ioctl_encoding()) {
     absl::Status deleted =

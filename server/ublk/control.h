@@ -45,6 +45,9 @@ class ControlDevice {
   absl::Status EndUserRecovery(uint32_t dev_id, pid_t server_pid);
   // Only with UBLK_F_SAFE_STOP_DEV: FailedPrecondition when the block device is open.
   absl::Status TryStopDev(uint32_t dev_id);
+  // Only with UBLK_F_UPDATE_SIZE (6.14+): sets a started device's capacity to `sectors` (512-byte
+  // units) and tells the block layer, which announces it to users (a KOBJ_CHANGE uevent).
+  absl::Status UpdateSize(uint32_t dev_id, uint64_t sectors);
   // Removes the device. With `wait`, returns once every reference is gone (including openers of
   // /dev/ublkbN and /dev/ublkcN), so the id is free again. Without, uses DEL_DEV_ASYNC (6.9+)
   // where the kernel has it: the nodes vanish at once and the id is freed when the last opener

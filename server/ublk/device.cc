@@ -26,6 +26,7 @@ constexpr auto kCharDeviceDeadline = std::chrono::seconds(10);
 // The kernel needs a moment after a server died before a device can be recovered: it notices the
 // exit, quiesces the queue and releases the old /dev/ublkcN (until then open() says EBUSY).
 constexpr auto kRecoveryDeadline = std::chrono::seconds(30);
+constexpr unsigned kSectorShift = 9;  // the kernel counts capacity in 512-byte sectors
 
 absl::StatusOr<UniqueFd> OpenCharDevice(const std::string& path) {
   const auto deadline = std::chrono::steady_clock::now() + kCharDeviceDeadline;
@@ -288,6 +289,44 @@ absl::Status Device::RefuseIfOpen() {
   if (openers.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
       block_path(), " is in use by ", absl::StrJoin(openers, ", "), "; stop it with force"));
+}
+
+absl::StatusOr<uint64_t> Device::KernelSizeBytes() const {
+  const std::string path = absl::StrCat("/sys/block/ublkb", dev_id_, "/size");
+  std::ifstream file(path);
+  uint64_t sectors = 0;
+  if (!(file >> sectors)) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot read ", path));
+  }
+  return sectors << kSectorShift;
+}
+
+absl::Status Device::Resize(uint64_t size_bytes) {
+  absl::MutexLock lock(&mutex_);
+  if ((kernel_features_ & abi::kFUpdateSize) == 0) {
+    return absl::FailedPreconditionError(
+        "this kernel cannot resize a ublk device online: it lacks UBLK_F_UPDATE_SIZE (Linux "
+        "6.14+)");
+  }
+  if (released_ || !started_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("ublk device ", dev_id_, " is not serving I/O"));
+  }
+  if (size_bytes == 0 || size_bytes % config_.logical_block_size != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("size_bytes must be a positive multiple of the logical block size ",
+                     config_.logical_block_size, ", got ", size_bytes));
+  }
+  absl::StatusOr<uint64_t> current = KernelSizeBytes();
+  if (!current.ok()) return current.status();
+  if (size_bytes == *current) return absl::OkStatus();
+  if (size_bytes < *current) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ublk device ", dev_id_, " has ", *current, " bytes; shrinking it to ",
+                     size_bytes, " would cut off data (only growing is supported)"));
+  }
+  if (absl::Status grown = storage_->Grow(size_bytes); !grown.ok()) return grown;
+  return control_->UpdateSize(dev_id_, size_bytes >> kSectorShift);
 }
 
 absl::Status Device::Stop(bool force) {

@@ -62,6 +62,15 @@ class Device {
   // the next server's Recover. Idempotent.
   void Detach();
 
+  // Grows the started device to `size_bytes` while it serves I/O: the storage first
+  // (Storage::Grow), then UPDATE_SIZE. The kernel's current capacity is the size compared with:
+  // the same is OK and changes nothing, smaller or not a multiple of the logical block size is
+  // InvalidArgument. FailedPrecondition when the kernel lacks UBLK_F_UPDATE_SIZE (before 6.14),
+  // the device is not started, or the storage cannot hold the new size.
+  absl::Status Resize(uint64_t size_bytes);
+  // The block device's capacity in bytes, from sysfs (/sys/block/ublkbN/size).
+  absl::StatusOr<uint64_t> KernelSizeBytes() const;
+
   // The block queue's rq_affinity in sysfs (the device must be started).
   absl::Status SetRqAffinity(uint32_t value) const {
     return WriteRqAffinity(UblkQueueSysfsDir(dev_id_), value);

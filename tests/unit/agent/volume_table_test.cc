@@ -26,6 +26,9 @@ struct FakeDeviceState {
   int rq_affinity_writes = 0;
   absl::Status rq_affinity_error;  // what writing it fails with
   bool redirected = false;
+  uint64_t size_bytes = 0;  // the kernel's capacity: the spec's, then what Resize set
+  int resizes = 0;
+  absl::Status resize_error;  // what Resize fails with (a kernel without UPDATE_SIZE)
   // When valid, Stop and Detach announce themselves on `slow_entered` and wait for `slow_gate`.
   std::shared_future<void> slow_gate;
   std::promise<void> slow_entered;
@@ -49,6 +52,12 @@ class FakeDevice final : public VolumeDevice {
     return absl::OkStatus();
   }
   bool RqAffinityRedirected() const override { return state_->redirected; }
+  absl::Status Resize(uint64_t size_bytes) override {
+    if (!state_->resize_error.ok()) return state_->resize_error;
+    ++state_->resizes;
+    state_->size_bytes = size_bytes;
+    return absl::OkStatus();
+  }
   absl::Status Stop(bool force) override;
   void Detach() override;
 
@@ -142,6 +151,7 @@ class FakeProvisioner final : public DeviceProvisioner {
   std::unique_ptr<VolumeDevice> NewDevice(const v1::Volume& spec, int id) {
     auto state = std::make_shared<FakeDeviceState>();
     state->rq_affinity_error = rq_affinity_error;
+    state->size_bytes = spec.size_bytes();
     devices[spec.id()] = state;
     return std::make_unique<FakeDevice>(id, state, *this);
   }
@@ -991,6 +1001,91 @@ TEST_F(TunablesTest, ADegradedVolumeTakesTheUpdateWhenItsDeviceComesUp) {
   Restart();
   EXPECT_EQ(Table().Get("v1")->status().state(), v1::VOLUME_STATE_LIVE);
   EXPECT_EQ(provisioner_.devices["v1"]->rq_affinity, 0u);
+}
+
+class ResizeTest : public VolumeTableTest {};
+
+TEST_F(ResizeTest, GrowsTheDeviceAndRecordsTheNewSize) {
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
+  auto volume = Table().Resize("v1", uint64_t{128} << 20);
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  EXPECT_EQ(volume->size_bytes(), uint64_t{128} << 20);
+  EXPECT_EQ(volume->status().state(), v1::VOLUME_STATE_LIVE);
+  EXPECT_EQ(provisioner_.devices["v1"]->size_bytes, uint64_t{128} << 20);
+  EXPECT_EQ(Table().Get("v1")->size_bytes(), uint64_t{128} << 20);
+  EXPECT_EQ(Registry().LoadAll().records[0].spec.size_bytes(), uint64_t{128} << 20);
+}
+
+TEST_F(ResizeTest, TheSameSizeAgainChangesNothing) {
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
+  ASSERT_TRUE(Table().Resize("v1", uint64_t{128} << 20).ok());
+  auto again = Table().Resize("v1", uint64_t{128} << 20);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->size_bytes(), uint64_t{128} << 20);
+  EXPECT_EQ(provisioner_.devices["v1"]->resizes, 1);
+}
+
+TEST_F(ResizeTest, RefusedResizesChangeNothing) {
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
+  struct Case {
+    std::string id;
+    uint64_t size;
+    absl::StatusCode code;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"v1", uint64_t{32} << 20, absl::StatusCode::kInvalidArgument, "would cut off data"},
+      {"v1", (uint64_t{128} << 20) + 100, absl::StatusCode::kInvalidArgument,
+       "multiple of the volume's logical block size 512"},
+      {"v1", 0, absl::StatusCode::kInvalidArgument, "size_bytes"},
+      {"nope", uint64_t{128} << 20, absl::StatusCode::kNotFound, "nope"},
+      {"Bad Id", uint64_t{128} << 20, absl::StatusCode::kInvalidArgument, "id"},
+  };
+  for (const Case& c : cases) {
+    auto volume = Table().Resize(c.id, c.size);
+    EXPECT_EQ(volume.status().code(), c.code) << c.message;
+    EXPECT_THAT(std::string(volume.status().message()), HasSubstr(c.message));
+  }
+  EXPECT_EQ(provisioner_.devices["v1"]->resizes, 0);
+  EXPECT_EQ(Table().Get("v1")->size_bytes(), uint64_t{64} << 20);
+  EXPECT_EQ(Registry().LoadAll().records[0].spec.size_bytes(), uint64_t{64} << 20);
+}
+
+TEST_F(ResizeTest, AResizeTheKernelRefusesIsNotRecorded) {
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
+  provisioner_.devices["v1"]->resize_error = absl::FailedPreconditionError(
+      "this kernel cannot resize a ublk device online: it lacks UBLK_F_UPDATE_SIZE");
+  auto volume = Table().Resize("v1", uint64_t{128} << 20);
+  EXPECT_EQ(volume.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(volume.status().message()), HasSubstr("volume 'v1': "));
+  EXPECT_THAT(std::string(volume.status().message()), HasSubstr("UBLK_F_UPDATE_SIZE"));
+  EXPECT_EQ(Table().Get("v1")->size_bytes(), uint64_t{64} << 20);
+  EXPECT_EQ(Registry().LoadAll().records[0].spec.size_bytes(), uint64_t{64} << 20);
+  // The volume is not left busy.
+  provisioner_.devices["v1"]->resize_error = absl::OkStatus();
+  EXPECT_TRUE(Table().Resize("v1", uint64_t{128} << 20).ok());
+}
+
+TEST_F(ResizeTest, AVolumeWithoutADeviceIsFailedPrecondition) {
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
+  provisioner_.KillServer();
+  provisioner_.SetFailure(absl::UnavailableError("backend gone"));
+  Restart();
+  ASSERT_EQ(Table().Get("v1")->status().state(), v1::VOLUME_STATE_DEGRADED);
+  auto volume = Table().Resize("v1", uint64_t{128} << 20);
+  EXPECT_EQ(volume.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(volume.status().message()),
+              HasSubstr("no device serving it (state degraded)"));
+  EXPECT_EQ(Registry().LoadAll().records[0].spec.size_bytes(), uint64_t{64} << 20);
+}
+
+TEST_F(ResizeTest, AKilledAgentRecoversTheDeviceAtTheNewSize) {
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
+  ASSERT_TRUE(Table().Resize("v1", uint64_t{128} << 20).ok());
+  KillAndRestart();
+  EXPECT_EQ(provisioner_.recovered, 1);
+  EXPECT_EQ(provisioner_.devices["v1"]->size_bytes, uint64_t{128} << 20);
+  EXPECT_EQ(Table().Get("v1")->size_bytes(), uint64_t{128} << 20);
 }
 
 }  // namespace

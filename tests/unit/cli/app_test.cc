@@ -166,6 +166,26 @@ TEST_F(Blkctl, UpdateVolumeLeavesRangeChecksToTheAgent) {
   EXPECT_EQ(agent_.service().last_update().volume().rq_affinity(), 3u);
 }
 
+TEST_F(Blkctl, ResizeVolumeSendsTheParsedSize) {
+  ASSERT_EQ(
+      RunAgainstAgent({"create-volume", "v1", "--size", "1G", "--backend", "null://"}).exit_code,
+      kExitOk);
+  Outcome outcome = RunAgainstAgent({"resize-volume", "v1", "--size", "2G"});
+  ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
+  EXPECT_EQ(agent_.service().last_resize().id(), "v1");
+  EXPECT_EQ(agent_.service().last_resize().size_bytes(), uint64_t{2} << 30);
+  EXPECT_THAT(agent_.service().methods(), ElementsAre("CreateVolume", "ResizeVolume"));
+}
+
+TEST_F(Blkctl, ResizeVolumeRefusalIsPrintedWithItsCode) {
+  agent_.service().FailWith(grpc::Status(
+      grpc::StatusCode::FAILED_PRECONDITION,
+      "volume 'v1': this kernel cannot resize a ublk device online: it lacks UBLK_F_UPDATE_SIZE"));
+  Outcome outcome = RunAgainstAgent({"resize-volume", "v1", "--size", "2G"});
+  EXPECT_EQ(outcome.exit_code, kExitRpcError);
+  EXPECT_THAT(outcome.err, StartsWith("blkctl: FAILED_PRECONDITION: volume 'v1': "));
+}
+
 TEST_F(Blkctl, ServerErrorIsPrintedWithItsCodeAndExitsOne) {
   ASSERT_EQ(
       RunAgainstAgent({"create-volume", "v1", "--size", "64M", "--backend", "null://"}).exit_code,
@@ -328,7 +348,11 @@ INSTANTIATE_TEST_SUITE_P(
     Flags, BlkctlUsageError,
     ::testing::Values(
         UsageCase{"NoCommand", {}, "a command is required"},
-        UsageCase{"UnknownCommand", {"resize-volume", "v1"}, "resize-volume"},
+        UsageCase{"UnknownCommand", {"snapshot-volume", "v1"}, "snapshot-volume"},
+        UsageCase{"ResizeWithoutSize", {"resize-volume", "v1"}, "--size"},
+        UsageCase{"ResizeWithBadSize",
+                  {"resize-volume", "v1", "--size", "1.5G"},
+                  "invalid size '1.5G': fractions"},
         UsageCase{"MissingSize",
                   {"create-volume", "v1", "--backend", "null://"},
                   "--size: is required for null:// and file:// backends"},

@@ -99,6 +99,20 @@ class FakeVolumeService final : public blk::v1::VolumeService::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status ResizeVolume(grpc::ServerContext* context,
+                            const blk::v1::ResizeVolumeRequest* request,
+                            blk::v1::ResizeVolumeResponse* response) override {
+    if (auto failure = Record(context, "ResizeVolume", *request)) return *failure;
+    std::lock_guard lock(mutex_);
+    auto found = volumes_.find(request->id());
+    if (found == volumes_.end()) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "volume " + request->id() + " not found");
+    }
+    found->second.set_size_bytes(request->size_bytes());
+    *response->mutable_volume() = found->second;
+    return grpc::Status::OK;
+  }
+
   grpc::Status ListVolumes(grpc::ServerContext* context, const blk::v1::ListVolumesRequest* request,
                            blk::v1::ListVolumesResponse* response) override {
     if (auto failure = Record(context, "ListVolumes", *request)) return *failure;
@@ -172,6 +186,10 @@ class FakeVolumeService final : public blk::v1::VolumeService::Service {
     std::lock_guard lock(mutex_);
     return last_update_;
   }
+  blk::v1::ResizeVolumeRequest last_resize() const {
+    std::lock_guard lock(mutex_);
+    return last_resize_;
+  }
   blk::v1::DeleteVolumeRequest last_delete() const {
     std::lock_guard lock(mutex_);
     return last_delete_;
@@ -188,6 +206,7 @@ class FakeVolumeService final : public blk::v1::VolumeService::Service {
       if constexpr (std::is_same_v<Request, blk::v1::CreateVolumeRequest>) last_create_ = request;
       if constexpr (std::is_same_v<Request, blk::v1::DeleteVolumeRequest>) last_delete_ = request;
       if constexpr (std::is_same_v<Request, blk::v1::UpdateVolumeRequest>) last_update_ = request;
+      if constexpr (std::is_same_v<Request, blk::v1::ResizeVolumeRequest>) last_resize_ = request;
       if (failure_) return failure_;
     }
     if (hang_) {
@@ -213,6 +232,7 @@ class FakeVolumeService final : public blk::v1::VolumeService::Service {
   blk::v1::CreateVolumeRequest last_create_;
   blk::v1::DeleteVolumeRequest last_delete_;
   blk::v1::UpdateVolumeRequest last_update_;
+  blk::v1::ResizeVolumeRequest last_resize_;
 };
 
 // A temporary directory removed with everything in it.

@@ -159,6 +159,34 @@ TEST_F(NodeServiceTest, StatsOfAMissingPathIsNotFound) {
             grpc::StatusCode::NOT_FOUND);
 }
 
+TEST_F(NodeServiceTest, ExpandRefusesMissingAndBadFieldsBeforeAskingTheAgent) {
+  ::csi::v1::NodeExpandVolumeRequest expand;
+  ::csi::v1::NodeExpandVolumeResponse response;
+  expand.set_volume_path("/v");
+  expand.mutable_capacity_range()->set_required_bytes(int64_t{2} << 30);
+  ExpectInvalid(node_.NodeExpandVolume(nullptr, &expand, &response), "volume_id is required");
+
+  expand.set_volume_id("pvc-1");
+  expand.clear_volume_path();
+  ExpectInvalid(node_.NodeExpandVolume(nullptr, &expand, &response), "volume_path is required");
+  expand.set_volume_path("relative");
+  ExpectInvalid(node_.NodeExpandVolume(nullptr, &expand, &response),
+                "volume_path must be absolute");
+
+  expand.set_volume_path("/v");
+  expand.mutable_capacity_range()->set_required_bytes(-1);
+  ExpectInvalid(node_.NodeExpandVolume(nullptr, &expand, &response), "capacity_range");
+
+  expand.mutable_capacity_range()->set_required_bytes(int64_t{2} << 30);
+  *expand.mutable_volume_capability() = MountCapability("btrfs");
+  ExpectInvalid(node_.NodeExpandVolume(nullptr, &expand, &response), "fs_type 'btrfs'");
+
+  // Valid: on to the agent, which is not there.
+  *expand.mutable_volume_capability() = MountCapability("ext4");
+  EXPECT_EQ(node_.NodeExpandVolume(nullptr, &expand, &response).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+}
+
 TEST_F(NodeServiceTest, CapabilitiesAndInfo) {
   ::csi::v1::NodeGetCapabilitiesRequest request;
   ::csi::v1::NodeGetCapabilitiesResponse response;
@@ -166,8 +194,9 @@ TEST_F(NodeServiceTest, CapabilitiesAndInfo) {
   std::vector<int> types;
   for (const auto& capability : response.capabilities()) types.push_back(capability.rpc().type());
   using Rpc = ::csi::v1::NodeServiceCapability::RPC;
-  EXPECT_THAT(types, ::testing::UnorderedElementsAre(Rpc::STAGE_UNSTAGE_VOLUME,
-                                                     Rpc::GET_VOLUME_STATS, Rpc::VOLUME_CONDITION));
+  EXPECT_THAT(types,
+              ::testing::UnorderedElementsAre(Rpc::STAGE_UNSTAGE_VOLUME, Rpc::GET_VOLUME_STATS,
+                                              Rpc::EXPAND_VOLUME, Rpc::VOLUME_CONDITION));
 
   ::csi::v1::NodeGetInfoRequest info_request;
   ::csi::v1::NodeGetInfoResponse info;

@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
       NODE_CALL(NodeGetVolumeStats),
       NODE_CALL(NodeGetCapabilities),
       NODE_CALL(NodeGetInfo),
+      NODE_CALL(NodeExpandVolume),
       CONTROLLER_CALL(CreateVolume),
       CONTROLLER_CALL(DeleteVolume),
       CONTROLLER_CALL(ControllerGetCapabilities),

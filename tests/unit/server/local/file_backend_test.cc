@@ -146,6 +146,19 @@ TEST_F(FileBackendTest, CreatesAMissingFileSparseAtTheDeviceSize) {
   EXPECT_LT(static_cast<uint64_t>(st.st_blocks) * 512, kFileSize);
 }
 
+TEST_F(FileBackendTest, GrowExtendsTheFileSparseKeepingItsDataAndNeverShortensIt) {
+  FillFile('d');
+  auto storage = OpenStorageOrDie();
+  ASSERT_NE(storage, nullptr);
+  ASSERT_TRUE(storage->Grow(4 * kFileSize).ok());
+  EXPECT_EQ(fs::file_size(path_), 4 * kFileSize);
+  EXPECT_EQ(FileBytes(kFileSize - 1, 1)[0], 'd');
+  EXPECT_EQ(FileBytes(kFileSize, 1)[0], 0);
+  // A size the file already has changes nothing.
+  ASSERT_TRUE(storage->Grow(2 * kFileSize).ok());
+  EXPECT_EQ(fs::file_size(path_), 4 * kFileSize);
+}
+
 TEST_F(FileBackendTest, RefusesAnExistingFileSmallerThanTheDeviceNamingBothSizes) {
   { std::ofstream(path_) << "tiny"; }
   absl::StatusOr<std::unique_ptr<FileStorage>> storage =

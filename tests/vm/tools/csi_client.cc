@@ -68,20 +68,13 @@ Call MakeCall(Method method) {
 
 int main(int argc, char** argv) {
   const std::map<std::string, Call> calls = {
-      IDENTITY_CALL(GetPluginInfo),
-      IDENTITY_CALL(GetPluginCapabilities),
-      IDENTITY_CALL(Probe),
-      NODE_CALL(NodeStageVolume),
-      NODE_CALL(NodeUnstageVolume),
-      NODE_CALL(NodePublishVolume),
-      NODE_CALL(NodeUnpublishVolume),
-      NODE_CALL(NodeGetVolumeStats),
-      NODE_CALL(NodeGetCapabilities),
-      NODE_CALL(NodeGetInfo),
-      NODE_CALL(NodeExpandVolume),
-      CONTROLLER_CALL(CreateVolume),
-      CONTROLLER_CALL(DeleteVolume),
-      CONTROLLER_CALL(ControllerGetCapabilities),
+      IDENTITY_CALL(GetPluginInfo),   IDENTITY_CALL(GetPluginCapabilities),
+      IDENTITY_CALL(Probe),           NODE_CALL(NodeStageVolume),
+      NODE_CALL(NodeUnstageVolume),   NODE_CALL(NodePublishVolume),
+      NODE_CALL(NodeUnpublishVolume), NODE_CALL(NodeGetVolumeStats),
+      NODE_CALL(NodeGetCapabilities), NODE_CALL(NodeGetInfo),
+      NODE_CALL(NodeExpandVolume),    CONTROLLER_CALL(CreateVolume),
+      CONTROLLER_CALL(DeleteVolume),  CONTROLLER_CALL(ControllerGetCapabilities),
   };
   if (argc < 3 || argc > 4 || calls.count(argv[2]) == 0) {
     std::cerr << "usage: blk_csi_client unix:///path/csi.sock METHOD [REQUEST-TEXT]\nmethods:";

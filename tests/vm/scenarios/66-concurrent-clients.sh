@@ -183,13 +183,14 @@ storm() {
 # --- what the agent and the kernel hold
 
 fd_count() { find "/proc/$AGENT_PID/fd" -mindepth 1 -maxdepth 1 | wc -l; }
-# The agent's threads by name, without gRPC's timer threads: gRPC starts another when all are
-# busy (32 clients at once) and keeps it, whatever the agent does.
+# The agent's threads by name, without gRPC's timer threads (gRPC starts another when all are
+# busy, 32 clients at once, and keeps it) and io_uring's io-wq workers (iou-wrk-*: the kernel
+# starts them for blocking requests and ends them when idle; a leaked ring shows in the fds).
 threads() {
   local task name names=()
   for task in "/proc/$AGENT_PID/task"/*/comm; do
     read -r name <"$task" 2>/dev/null || continue # the thread ended
-    [[ "$name" == grpc_global_tim ]] || names+=("$name")
+    [[ "$name" == grpc_global_tim || "$name" == iou-wrk-* ]] || names+=("$name")
   done
   printf '%s\n' "${names[@]}" | sort | uniq -c | tr -s ' \n' ' '
 }

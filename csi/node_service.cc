@@ -73,6 +73,17 @@ std::vector<std::string> MountFlags(const VolumeCapability& capability) {
   return {capability.mount().mount_flags().begin(), capability.mount().mount_flags().end()};
 }
 
+// stat(2) of a request's volume_path: NOT_FOUND when nothing is there, as the spec asks of
+// NodeGetVolumeStats and NodeExpandVolume.
+grpc::Status StatVolumePath(const std::string& path, struct stat& st) {
+  if (::stat(path.c_str(), &st) == 0) return grpc::Status::OK;
+  const int err = errno;
+  const absl::Status status = absl::ErrnoToStatus(err, path);
+  if (err == ENOENT)
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, std::string(status.message()));
+  return ToGrpc(status);
+}
+
 }  // namespace
 
 NodeService::NodeService(std::string node_id, std::string topology_key,
@@ -259,14 +270,7 @@ grpc::Status NodeService::NodeGetVolumeStats(grpc::ServerContext*,
     if (!check.ok()) return check;
   }
   struct stat st;
-  if (::stat(request->volume_path().c_str(), &st) != 0) {
-    const int err = errno;
-    const absl::Status status = absl::ErrnoToStatus(err, request->volume_path());
-    if (err == ENOENT) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND, std::string(status.message()));
-    }
-    return ToGrpc(status);
-  }
+  if (grpc::Status found = StatVolumePath(request->volume_path(), st); !found.ok()) return found;
   blk::v1::GetVolumeRequest get;
   get.set_id(request->volume_id());
   absl::StatusOr<blk::v1::GetVolumeResponse> got = agent_.GetVolume(get);
@@ -347,14 +351,7 @@ grpc::Status NodeService::NodeExpandVolume(grpc::ServerContext*,
   }
 
   struct stat st;
-  if (::stat(request->volume_path().c_str(), &st) != 0) {
-    const int err = errno;
-    const absl::Status status = absl::ErrnoToStatus(err, request->volume_path());
-    if (err == ENOENT) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND, std::string(status.message()));
-    }
-    return ToGrpc(status);
-  }
+  if (grpc::Status found = StatVolumePath(request->volume_path(), st); !found.ok()) return found;
   // A raw block volume (the device node bound at volume_path) has no file system to grow.
   const bool block_mode = request->volume_capability().has_block() || !S_ISDIR(st.st_mode);
   if (!block_mode) {

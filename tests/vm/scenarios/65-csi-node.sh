@@ -11,19 +11,10 @@
 # answer, its volume context staged and written by the node, DeleteVolume
 # refused while staged and idempotent after the unstage.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/csi_lib.sh"
 
-CSI_SOCKET="$WORK/csi/csi.sock"
-CSI_PID=""
 
-stop_csi() {
-  [[ -n "$CSI_PID" ]] || return 0
-  kill -TERM "$CSI_PID"
-  wait_gone "$CSI_PID" 20 || fail "blk-csi did not exit within 20s of SIGTERM"
-  wait "$CSI_PID" || fail "blk-csi exited with status $? after SIGTERM"
-  CSI_PID=""
-}
 
-csi() { blk_csi_client "unix://$CSI_SOCKET" "$@"; }
 # The same call twice: both must succeed (CSI calls are idempotent).
 csi_twice() {
   csi "$@" >/dev/null || fail "$1 failed"
@@ -33,12 +24,6 @@ csi_twice() {
 
 mounted() { mountpoint -q "$1"; }
 
-# On failure: the mounts under $WORK go first (deepest first), so the volumes' devices can go.
-unmount_all() {
-  findmnt -rn -o TARGET | grep "^$WORK/" | sort -r | while read -r target; do
-    umount "$target" || echo "cleanup: cannot unmount $target" >&2
-  done
-}
 
 capability() { # block|ext4 [readonly]
   if [[ "$1" == block ]]; then

@@ -8,24 +8,9 @@
 # refused FAILED_PRECONDITION naming the feature, and the device, the file and the record keep
 # their size.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/csi_lib.sh"
 
-CSI_SOCKET="$WORK/csi/csi.sock"
-CSI_PID=""
 MiB=$((1 << 20))
-
-stop_csi() {
-  [[ -n "$CSI_PID" ]] || return 0
-  kill -TERM "$CSI_PID"
-  wait_gone "$CSI_PID" 20 || fail "blk-csi did not exit within 20s of SIGTERM"
-  wait "$CSI_PID" || fail "blk-csi exited with status $? after SIGTERM"
-  CSI_PID=""
-}
-unmount_all() {
-  findmnt -rn -o TARGET | grep "^$WORK/" | sort -r | while read -r target; do
-    umount "$target" || echo "cleanup: cannot unmount $target" >&2
-  done
-}
-csi() { blk_csi_client "unix://$CSI_SOCKET" "$@"; }
 
 device_bytes() { echo $(($(cat "/sys/block/$(basename "$1")/size") * 512)); }
 volume_bytes() { ctl get-volume "$1" -o json | jq -r '.volume.sizeBytes'; }

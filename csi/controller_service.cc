@@ -24,10 +24,6 @@ constexpr int64_t kSizeUnit = 4096;
 // The agent's largest volume (agent/volume_validation.h).
 constexpr int64_t kMaxCapacityBytes = int64_t{1} << 50;
 
-grpc::Status InvalidArgument(const std::string& message) {
-  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message);
-}
-
 grpc::Status OutOfRange(const std::string& message) {
   return grpc::Status(grpc::StatusCode::OUT_OF_RANGE, message);
 }

@@ -26,10 +26,6 @@ using ::csi::v1::VolumeCapability;
 
 constexpr char kDefaultFsType[] = "ext4";
 
-grpc::Status InvalidArgument(const std::string& message) {
-  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message);
-}
-
 grpc::Status RequireField(const std::string& value, const char* name) {
   if (value.empty()) return InvalidArgument(absl::StrCat(name, " is required"));
   return grpc::Status::OK;

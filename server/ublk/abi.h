@@ -13,6 +13,9 @@ namespace blk::server::abi {
 // ---- Control commands (on /dev/ublk-control) ----
 // Legacy opcodes: the only encoding kernels before 6.4 understand. Newer kernels accept them only
 // with CONFIG_BLKDEV_UBLK_LEGACY_OPCODES.
+// ublk counts capacity and request offsets in 512-byte sectors.
+inline constexpr uint32_t kSectorShift = 9;
+
 inline constexpr uint32_t kCmdGetQueueAffinity = 0x01;
 inline constexpr uint32_t kCmdGetDevInfo = 0x02;
 inline constexpr uint32_t kCmdAddDev = 0x04;

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/ublk/abi.h"
 #include "server/ublk/cpu_list.h"
 #include "server/ublk/opener.h"
 #include "server/ublk/params.h"
@@ -26,7 +27,6 @@ constexpr auto kCharDeviceDeadline = std::chrono::seconds(10);
 // The kernel needs a moment after a server died before a device can be recovered: it notices the
 // exit, quiesces the queue and releases the old /dev/ublkcN (until then open() says EBUSY).
 constexpr auto kRecoveryDeadline = std::chrono::seconds(30);
-constexpr unsigned kSectorShift = 9;  // the kernel counts capacity in 512-byte sectors
 
 absl::StatusOr<UniqueFd> OpenCharDevice(const std::string& path) {
   const auto deadline = std::chrono::steady_clock::now() + kCharDeviceDeadline;
@@ -298,7 +298,7 @@ absl::StatusOr<uint64_t> Device::KernelSizeBytes() const {
   if (!(file >> sectors)) {
     return absl::FailedPreconditionError(absl::StrCat("cannot read ", path));
   }
-  return sectors << kSectorShift;
+  return sectors << abi::kSectorShift;
 }
 
 absl::Status Device::Resize(uint64_t size_bytes) {
@@ -326,7 +326,7 @@ absl::Status Device::Resize(uint64_t size_bytes) {
                      size_bytes, " would cut off data (only growing is supported)"));
   }
   if (absl::Status grown = storage_->Grow(size_bytes); !grown.ok()) return grown;
-  return control_->UpdateSize(dev_id_, size_bytes >> kSectorShift);
+  return control_->UpdateSize(dev_id_, size_bytes >> abi::kSectorShift);
 }
 
 absl::Status Device::Stop(bool force) {

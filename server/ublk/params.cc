@@ -8,15 +8,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/ublk/abi.h"
 #include "server/ublk/support.h"
 
 namespace blk::server {
 namespace {
 
-constexpr uint32_t kSectorShift = 9;
 constexpr uint32_t kPhysicalBlockShift = 12;
 // DISCARD and WRITE_ZEROES carry no data, so they are not bound by the I/O buffer size.
-constexpr uint32_t kMaxDiscardSectors = (1U << 30) >> kSectorShift;
+constexpr uint32_t kMaxDiscardSectors = (1U << 30) >> abi::kSectorShift;
 
 }  // namespace
 
@@ -133,8 +133,8 @@ abi::Params BuildParams(const DeviceConfig& config, uint32_t max_io_buf_bytes,
   basic.physical_bs_shift = std::max<uint8_t>(logical_shift, kPhysicalBlockShift);
   basic.io_min_shift = logical_shift;
   basic.io_opt_shift = std::max<uint8_t>(logical_shift, kPhysicalBlockShift);
-  basic.max_sectors = max_io_buf_bytes >> kSectorShift;
-  basic.dev_sectors = config.size_bytes >> kSectorShift;
+  basic.max_sectors = max_io_buf_bytes >> abi::kSectorShift;
+  basic.dev_sectors = config.size_bytes >> abi::kSectorShift;
 
   if (!storage.discard && !storage.write_zeroes) return params;
   params.types |= abi::kParamTypeDiscard;
@@ -145,7 +145,7 @@ abi::Params BuildParams(const DeviceConfig& config, uint32_t max_io_buf_bytes,
   if (storage.write_zeroes) {
     uint64_t sectors = kMaxDiscardSectors;
     if (storage.max_write_zeroes_bytes != 0) {
-      sectors = std::min<uint64_t>(sectors, storage.max_write_zeroes_bytes >> kSectorShift);
+      sectors = std::min<uint64_t>(sectors, storage.max_write_zeroes_bytes >> abi::kSectorShift);
     }
     discard.max_write_zeroes_sectors = static_cast<uint32_t>(sectors);
   }

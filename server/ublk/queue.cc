@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/tsan_annotations.h"
+#include "server/ublk/abi.h"
 #include "server/ublk/io_admission.h"
 #include "server/ublk/uring_cmd.h"
 
@@ -23,7 +24,6 @@ namespace {
 
 constexpr int kCharDevFileIndex = 0;
 constexpr int kFirstBackendFileIndex = 1;
-constexpr uint32_t kSectorShift = 9;
 
 IoKind KindOfOp(uint8_t op) {
   switch (op) {
@@ -296,8 +296,8 @@ void Queue::OnUblkCompletion(uint16_t tag, int32_t res) {
   BlockIo io;
   io.op = abi::OpOf(desc);
   io.flags = abi::FlagsOf(desc);
-  io.offset = desc.start_sector << kSectorShift;
-  const uint64_t length = uint64_t{desc.nr_sectors} << kSectorShift;
+  io.offset = desc.start_sector << abi::kSectorShift;
+  const uint64_t length = uint64_t{desc.nr_sectors} << abi::kSectorShift;
   io.length = static_cast<uint32_t>(length);
   io.buffer = BufferOf(tag);
   if (setup_.auto_buf_reg || setup_.storage.registered_buffers) io.buffer_index = tag;

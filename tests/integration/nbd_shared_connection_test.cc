@@ -23,7 +23,7 @@ using testing_nbd::Driver;
 using testing_nbd::NbdKit;
 using testing_nbd::QueueThread;
 
-constexpr uint16_t kDepth = 32;
+constexpr uint16_t kQueueDepth = 32;
 
 BlockIo Io(uint8_t op, uint64_t offset, uint32_t length, uint32_t flags = 0) {
   BlockIo io;
@@ -41,14 +41,14 @@ struct Region {
   std::vector<uint8_t> model;
 };
 
-// kDepth writes at once of random data, sizes and places (one slice of the region per tag), then
-// kDepth reads of random ranges compared with the model. "" when all went right.
+// kQueueDepth writes at once of random data, sizes and places (one slice of the region per tag),
+// then kQueueDepth reads of random ranges compared with the model. "" when all went right.
 std::string WriteAndReadBack(Driver& driver, Region& region, std::mt19937_64& rng, int rounds,
                              uint32_t max_io, uint32_t flags = 0) {
-  const uint64_t slice = region.span / kDepth;
+  const uint64_t slice = region.span / kQueueDepth;
   for (int round = 0; round < rounds; ++round) {
     std::vector<BlockIo> ios;
-    for (uint16_t tag = 0; tag < kDepth; ++tag) {
+    for (uint16_t tag = 0; tag < kQueueDepth; ++tag) {
       const uint32_t length =
           512 * static_cast<uint32_t>(1 + rng() % (std::min<uint64_t>(max_io, slice) / 512));
       const uint64_t room = (slice - length) / 512;
@@ -59,7 +59,7 @@ std::string WriteAndReadBack(Driver& driver, Region& region, std::mt19937_64& rn
       std::memcpy(region.model.data() + offset, buffer, length);
     }
     std::vector<int32_t> results = driver.Run(ios);
-    for (uint16_t tag = 0; tag < kDepth; ++tag) {
+    for (uint16_t tag = 0; tag < kQueueDepth; ++tag) {
       if (results[tag] != static_cast<int32_t>(ios[tag].length)) {
         return "write of tag " + std::to_string(tag) + " returned " + std::to_string(results[tag]);
       }
@@ -71,13 +71,13 @@ std::string WriteAndReadBack(Driver& driver, Region& region, std::mt19937_64& rn
 std::string ReadsMatch(Driver& driver, const Region& region, std::mt19937_64& rng, int rounds) {
   for (int round = 0; round < rounds; ++round) {
     std::vector<BlockIo> ios;
-    for (uint16_t tag = 0; tag < kDepth; ++tag) {
+    for (uint16_t tag = 0; tag < kQueueDepth; ++tag) {
       const uint32_t length = 512 * static_cast<uint32_t>(1 + rng() % 1024);
       const uint64_t offset = 512 * (rng() % ((region.span - length) / 512));
       ios.push_back(Io(abi::kIoOpRead, region.base + offset, length));
     }
     std::vector<int32_t> results = driver.Run(ios);
-    for (uint16_t tag = 0; tag < kDepth; ++tag) {
+    for (uint16_t tag = 0; tag < kQueueDepth; ++tag) {
       if (results[tag] != static_cast<int32_t>(ios[tag].length)) {
         return "read of tag " + std::to_string(tag) + " returned " + std::to_string(results[tag]);
       }
@@ -123,7 +123,7 @@ class NbdSharedConnectionTest : public ::testing::Test {
   absl::Status Open(uint16_t queues, uint64_t size, uint32_t io_timeout_ms = 30000) {
     DeviceConfig config;
     config.size_bytes = size;
-    config.queue_depth = kDepth;
+    config.queue_depth = kQueueDepth;
     config.queues = queues;
     NbdBackendConfig backend;
     backend.uri = kit_->uri();
@@ -134,9 +134,10 @@ class NbdSharedConnectionTest : public ::testing::Test {
     storage_ = std::move(*storage);
     if (storage_->export_info().can_multi_conn()) return absl::InternalError("multi-conn offered");
     for (uint16_t q = 0; q < queues; ++q) {
-      absl::StatusOr<std::unique_ptr<Backend>> backend_of_queue = storage_->NewQueueBackend(kDepth);
+      absl::StatusOr<std::unique_ptr<Backend>> backend_of_queue =
+          storage_->NewQueueBackend(kQueueDepth);
       if (!backend_of_queue.ok()) return backend_of_queue.status();
-      queues_.push_back(std::make_unique<QueueThread>(std::move(*backend_of_queue), kDepth));
+      queues_.push_back(std::make_unique<QueueThread>(std::move(*backend_of_queue), kQueueDepth));
       if (!queues_.back()->attach_status().ok()) return queues_.back()->attach_status();
     }
     regions_.assign(queues, Region{});
@@ -249,7 +250,7 @@ TEST_F(NbdSharedConnectionTest, FourQueuesShareOneConnectionAndReadBackWhatEachW
   StartKit({"memory", "64M", "blocksize-maximum=65536", "blocksize-error-policy=error"},
            {"blocksize-policy"});
   ASSERT_TRUE(Open(4, 64 << 20).ok());
-  EXPECT_FALSE(storage_->NewQueueBackend(kDepth).ok()) << "a fifth queue on a 4-queue volume";
+  EXPECT_FALSE(storage_->NewQueueBackend(kQueueDepth).ok()) << "a fifth queue on a 4-queue volume";
 
   OnEveryQueue([this](uint16_t q, Driver& driver) {
     std::mt19937_64 rng(1000 + q);
@@ -268,7 +269,7 @@ TEST_F(NbdSharedConnectionTest, FourQueuesShareOneConnectionAndReadBackWhatEachW
   const auto [connects, other_connects] = LogLines(" Connect ");
   EXPECT_EQ(connects, 1) << "connections the server saw";
   const auto [writes, writes_elsewhere] = LogLines(" Write ", 1);
-  EXPECT_GE(writes, 4 * 3 * kDepth);
+  EXPECT_GE(writes, 4 * 3 * kQueueDepth);
   EXPECT_EQ(writes_elsewhere, 0) << "writes on another connection than the first";
   EXPECT_EQ(stats_->server_errors.load(), 0u);
 }
@@ -318,17 +319,17 @@ TEST_F(NbdSharedConnectionTest, AForwardingQueueWithoutQueueZeroRunningIsRefused
   StartKit({"memory", "64M"});
   DeviceConfig config;
   config.size_bytes = 64 << 20;
-  config.queue_depth = kDepth;
+  config.queue_depth = kQueueDepth;
   config.queues = 2;
   NbdBackendConfig backend;
   backend.uri = kit_->uri();
   absl::StatusOr<std::unique_ptr<nbd::Storage>> storage = nbd::Storage::Open(backend, config);
   ASSERT_TRUE(storage.ok()) << storage.status();
-  absl::StatusOr<std::unique_ptr<Backend>> first = (*storage)->NewQueueBackend(kDepth);
+  absl::StatusOr<std::unique_ptr<Backend>> first = (*storage)->NewQueueBackend(kQueueDepth);
   ASSERT_TRUE(first.ok());
-  absl::StatusOr<std::unique_ptr<Backend>> second = (*storage)->NewQueueBackend(kDepth);
+  absl::StatusOr<std::unique_ptr<Backend>> second = (*storage)->NewQueueBackend(kQueueDepth);
   ASSERT_TRUE(second.ok());
-  QueueThread orphan(std::move(*second), kDepth);
+  QueueThread orphan(std::move(*second), kQueueDepth);
   EXPECT_EQ(orphan.attach_status().code(), absl::StatusCode::kFailedPrecondition)
       << orphan.attach_status();
 }

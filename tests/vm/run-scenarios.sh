@@ -6,8 +6,10 @@
 # tests/vm/scenarios/NN-*.sh (only those matching REGEX, when given). The
 # guest gets two NVMe namespaces backed by sparse files: 512-byte and
 # 4096-byte logical blocks (see nvme_namespace in scenarios/lib.sh).
-# Prints a summary and, last, `N passed, M failed`, counting scenario x
-# kernel; a scenario that never reported (the VM died) counts as failed.
+# Prints a summary and, last, `N passed, M failed, K skipped`, counting
+# scenario x kernel; a scenario that never reported (the VM died) counts as
+# failed; one that skipped itself (lib.sh's skip, e.g. newest_kernel_only)
+# as skipped.
 # Exits 0 only when everything passed.
 #
 # Environment:
@@ -55,7 +57,7 @@ main() {
     exit 2
   }
 
-  passed=0 failed=0
+  passed=0 failed=0 skipped=0
   summary=()
   for kernel in "${kernels[@]}"; do
     out="$results_root/$kernel"
@@ -92,6 +94,8 @@ main() {
       verdict="$(awk -v n="$name" '$2 == n { print $1 " " $3 "s" }' "$out/results.txt" 2>/dev/null)"
       if [[ "$verdict" == PASS* ]]; then
         passed=$((passed + 1))
+      elif [[ "$verdict" == SKIP* ]]; then
+        skipped=$((skipped + 1))
       else
         failed=$((failed + 1))
         if [[ -n "$verdict" ]]; then
@@ -110,7 +114,7 @@ main() {
   echo
   echo "VM scenarios (logs in $results_root):"
   printf '  %s\n' "${summary[@]}"
-  echo "$passed passed, $failed failed"
+  echo "$passed passed, $failed failed, $skipped skipped"
   ((failed == 0))
 }
 

@@ -2,6 +2,7 @@
 # Bad requests are refused with an error naming the problem, and change nothing:
 # the existing volume keeps its device and its data.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+newest_kernel_only "bad requests are refused by the agent before any kernel call"
 
 start_agent
 ctl create-volume keep --size 64M --backend "file://$WORK/keep.img"

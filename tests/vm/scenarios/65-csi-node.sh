@@ -12,6 +12,7 @@
 # refused while staged and idempotent after the unstage.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/csi_lib.sh"
+newest_kernel_only "blk-csi calls the agent; 70 checks kill -9 recovery on both kernels"
 
 
 

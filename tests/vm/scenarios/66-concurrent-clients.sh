@@ -13,10 +13,8 @@
 # create or delete of a device several seconds, so this takes ~10 minutes per kernel, too much
 # for the CI suite.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-if [[ "${BLK_VM_CONCURRENCY:-}" != 1 ]]; then
-  echo "skipped: set BLK_VM_CONCURRENCY=1 to run (about 10 minutes per kernel under TCG)"
-  exit 0
-fi
+[[ "${BLK_VM_CONCURRENCY:-}" == 1 ]] ||
+  skip "set BLK_VM_CONCURRENCY=1 to run (about 10 minutes per kernel under TCG)"
 
 CLIENTS=32
 CALLS="$WORK/calls"  # per client: CLIENT.log (every call and its answer), CLIENT.ok (created ids)

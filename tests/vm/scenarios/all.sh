@@ -2,11 +2,11 @@
 # Usage (in the guest, through run-vm.sh): tests/vm/scenarios/all.sh BUILD_DIR
 #
 # Runs every tests/vm/scenarios/[0-9][0-9]-*.sh in order with BUILD_DIR/bin
-# first on PATH, one process group each, and prints `PASS name` or
-# `FAIL name` per scenario. A failing scenario does not stop the others. After
-# each one, whatever it left behind (processes, mounts of ublk devices, ublk
-# devices, work directories) is removed, and leaving ublk devices behind fails
-# it. Results also go to $BLK_VM_OUT/results.txt. Exits 1 when any failed.
+# first on PATH, one process group each, and prints `PASS name`, `FAIL name`
+# or `SKIP name` (exit status 77: lib.sh's skip) per scenario. A failing
+# scenario does not stop the others. After each one, whatever it left behind
+# (processes, mounts of ublk devices, ublk devices, work directories) is
+# removed, and leaving ublk devices behind fails it. Results also go to $BLK_VM_OUT/results.txt. Exits 1 when any failed.
 #
 # Environment:
 #   BLK_SCENARIOS         only run scenarios whose name matches this regex
@@ -86,7 +86,7 @@ main() {
   rm -rf "$snapshot"
   cp -a "$scenario_dir/." "$snapshot/"
 
-  passed=0 failed=0
+  passed=0 failed=0 skipped=0
   scenarios=()
   for path in "$snapshot"/[0-9][0-9]-*.sh; do
     [[ -e "$path" ]] || continue
@@ -112,10 +112,12 @@ main() {
     status=0
     wait "$pgid" || status=$?
     ((status == 124 || status == 137)) && echo "$name: timed out after ${limit}s"
-    clean_up_after "$pgid" "$before" || { ((status != 0)) || status=1; }
+    clean_up_after "$pgid" "$before" || { ((status != 0 && status != 77)) || status=1; }
     seconds=$((SECONDS - started))
     if ((status == 0)); then
       verdict=PASS passed=$((passed + 1))
+    elif ((status == 77)); then
+      verdict=SKIP skipped=$((skipped + 1))
     else
       verdict=FAIL failed=$((failed + 1))
     fi
@@ -123,7 +125,7 @@ main() {
     echo "$verdict $name $seconds" >>"$results"
   done
 
-  echo "all.sh: $passed passed, $failed failed on $(uname -r)"
+  echo "all.sh: $passed passed, $failed failed, $skipped skipped on $(uname -r)"
   ((failed == 0))
 }
 

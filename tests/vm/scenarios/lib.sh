@@ -10,6 +10,8 @@
 #   LOG_DIR                     where logs go (kept on the host afterwards)
 #   on_exit CMD...              run CMD at exit (last registered runs first)
 #   fail MESSAGE                end the scenario as failed
+#   skip REASON                 end the scenario as skipped (SKIP, never counted as passed)
+#   newest_kernel_only WHY      skip on 6.12: for scenarios about the agent, not the kernel
 #   step MESSAGE                print a heading
 #   wait_for DESC SECONDS CMD...   poll CMD until it succeeds, or fail
 #   expect_eq DESC EXPECTED ACTUAL
@@ -44,6 +46,19 @@ step() { echo "--- [${SECONDS}s] $*"; }
 fail() {
   echo "FAIL: $*" >&2
   exit 1
+}
+
+# Exit status 77 (automake's "skipped"): all.sh reports SKIP.
+skip() {
+  echo "SKIP: $*"
+  exit 77
+}
+
+# Scenarios whose subject is the agent (API validation, authorization, state files, the CSI
+# plugin, metric names), not the kernel, run on the newest kernel only: on 6.12 they would repeat
+# what the newest kernel showed, and the 6.12 boot is a quarter of CI's time.
+newest_kernel_only() {
+  [[ "${BLK_VM_KERNEL:-}" != lts ]] || skip "$* (kernel-independent: runs on the newest kernel only)"
 }
 
 cleanups=()

@@ -18,7 +18,8 @@
 # Writes $BLK_VM_OUT/groups/GROUP.json, one per group. No threshold.
 #
 # Environment: BLK_BENCH_RUNTIME (seconds per run, default 10),
-#              BLK_BENCH_ROUNDS (rounds, default 3),
+#              BLK_BENCH_ROUNDS (rounds, default 3), BLK_BENCH_RAMP and
+#              BLK_BENCH_TESTS (smoke runs, see lib.sh),
 #              BLK_BENCH_KUBLK (kublk binary, from tests/bench/fetch-kublk.sh;
 #              without it the null group says kublk is not available),
 #              BLK_BENCH_MODBASE (modules tree for modprobe -d: nbd.ko)

@@ -18,6 +18,10 @@
 
 bench_runtime="${BLK_BENCH_RUNTIME:-10}"
 bench_rounds="${BLK_BENCH_ROUNDS:-3}"
+# Smoke runs: BLK_BENCH_RAMP=0 skips fio's 1 s warm-up; BLK_BENCH_TESTS="iops" keeps only the
+# groups' tests named there.
+bench_ramp="${BLK_BENCH_RAMP:-1}"
+bench_only_tests="${BLK_BENCH_TESTS:-}"
 BENCH_GROUPS_DIR="${BENCH_GROUPS_DIR:-$BLK_VM_OUT/groups}"
 mkdir -p "$BENCH_GROUPS_DIR"
 
@@ -36,7 +40,7 @@ bench_fio() {
   esac
   json="$LOG_DIR/fio-$log.json"
   fio --name="$test" --filename="$dev" "${shape[@]}" --ioengine=io_uring --direct=1 \
-    --time_based --runtime="$bench_runtime" --ramp_time=1 --group_reporting \
+    --time_based --runtime="$bench_runtime" --ramp_time="$bench_ramp" --group_reporting \
     --output-format=json --output="$json" "$@" >/dev/null ||
     fail "fio on $dev failed (see $json)"
   case "$test" in
@@ -60,6 +64,13 @@ bench_group() {
   done
   local runs="$WORK/bench-$group.runs" round test i value args
   : >"$runs"
+  if [[ -n "$bench_only_tests" ]]; then
+    local wanted=()
+    for test in $tests; do
+      [[ " $bench_only_tests " != *" $test "* ]] || wanted+=("$test")
+    done
+    tests="${wanted[*]}"
+  fi
   for ((round = 1; round <= bench_rounds; round++)); do
     for test in $tests; do
       for i in "${!keys[@]}"; do

@@ -18,7 +18,8 @@
 #
 # Environment: BLK_BENCH_KERNELS (default newest; "newest lts" for both; 6.12
 #              has no kublk), BLK_BENCH_RUNTIME (seconds per fio run, default
-#              10), BLK_BENCH_ROUNDS (default 3)
+#              10), BLK_BENCH_ROUNDS (default 3), BLK_BENCH_RAMP (fio warm-up
+#              seconds, default 1), BLK_BENCH_TESTS (only these of iops lat seq)
 set -euo pipefail
 
 # Everything runs inside main: bash parses a function whole before running it,

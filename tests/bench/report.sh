@@ -21,7 +21,7 @@ main() {
         else ($a / $b * 1000 | round) / 1000 end;
       { flavour: $flavour, kernel: .[0].kernel, runtime_seconds: .[0].runtime_seconds,
         rounds: .[0].rounds,
-        groups: map(. as $g
+        groups: sort_by({ null: 0, nvme: 1, nbd: 2 }[.group] // 9) | map(. as $g
           | .ratios |= map(. as $r
             | ($g.devices[] | select(.key == $r.a) | .median) as $a
             | ($g.devices[] | select(.key == $r.b) | .median) as $b

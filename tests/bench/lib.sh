@@ -85,6 +85,7 @@ bench_group() {
       done
     done
   done
+  echo "$(date +%T) $group: runs done"
   local devices="[]"
   for i in "${!keys[@]}"; do
     devices="$(jq --arg key "${keys[$i]}" --arg name "${names[$i]}" --arg path "${paths[$i]}" \

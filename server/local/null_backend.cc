@@ -1,5 +1,6 @@
 #include "server/local/null_backend.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "server/ublk/abi.h"
@@ -9,13 +10,21 @@ namespace blk::server {
 void NullBackend::Submit(uint16_t tag, const BlockIo& io) {
   switch (io.op) {
     case abi::kIoOpRead:
-      std::memset(io.buffer, 0, io.length);
+      if (dirty_bytes_[tag] != 0) {
+        std::memset(io.buffer, 0, dirty_bytes_[tag]);
+        dirty_bytes_[tag] = 0;
+      }
+      completer_.Complete(tag, static_cast<int32_t>(io.length));
+      return;
+    case abi::kIoOpWrite:
+      // The kernel copied the written data into the tag's buffer.
+      dirty_bytes_[tag] = std::max(dirty_bytes_[tag], io.length);
       completer_.Complete(tag, static_cast<int32_t>(io.length));
       return;
     case abi::kIoOpFlush:
       completer_.Complete(tag, 0);
       return;
-    default:  // write, discard, write-zeroes
+    default:  // discard, write-zeroes
       completer_.Complete(tag, static_cast<int32_t>(io.length));
       return;
   }

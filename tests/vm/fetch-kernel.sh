@@ -23,6 +23,7 @@
 # Environment:
 #   BLK_VM_CACHE   cache root (default /var/cache/blk-vm)
 #   BLK_VM_MIRROR  Debian mirror (default: the one this machine's apt uses)
+# shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -40,7 +41,7 @@ for arg in "$@"; do
     --refresh) refresh=1 ;;
     lts | newest) flavour="$arg" ;;
     -h | --help)
-      sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+      sed -n '2,/^# shellcheck source-path/p' "$0" | sed '$d; s/^# \{0,1\}//'
       exit 0
       ;;
     *) die "unknown argument '$arg' (want lts or newest)" ;;
@@ -119,55 +120,9 @@ if cache_complete && [[ "$refresh" != 1 ]]; then
   exit 0
 fi
 
-# The mirror this machine already uses: deb822 sources first, then one-line ones.
-find_mirror() {
-  if [[ -n "${BLK_VM_MIRROR:-}" ]]; then
-    echo "$BLK_VM_MIRROR"
-    return
-  fi
-  local uri
-  uri="$(awk '/^URIs:/ { for (i = 2; i <= NF; i++) if ($i !~ /security/) { print $i; exit } }' \
-    /etc/apt/sources.list.d/*.sources 2>/dev/null || true)"
-  if [[ -z "$uri" ]]; then
-    uri="$(awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^https?:/ && $i !~ /security/) { print $i; exit } }' \
-      /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null || true)"
-  fi
-  echo "${uri:-http://deb.debian.org/debian}"
-}
-
-mirror="$(find_mirror)"
-mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$apt_dir/debs" \
-  "$apt_dir/preferences.d"
-echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $suite main" \
-  >"$apt_dir/sources.list"
-: >"$apt_dir/status"
-
-# A private apt: its own sources, lists, package cache and an empty dpkg
-# status, so neither the machine's apt config nor its installed packages
-# play any part.
-apt_opts=(
-  -o "Dir::Etc::sourcelist=$apt_dir/sources.list"
-  -o "Dir::Etc::sourceparts=-"
-  -o "Dir::Etc::preferences=$apt_dir/status"
-  -o "Dir::Etc::preferencesparts=$apt_dir/preferences.d"
-  -o "Dir::State::Lists=$apt_dir/lists"
-  -o "Dir::State::status=$apt_dir/status"
-  -o "Dir::Cache=$apt_dir/cache"
-  -o "APT::Sandbox::User=root"
-  -o "Acquire::Retries=3"
-)
-
-retry() {
-  local attempt
-  for attempt in 1 2 3 4; do
-    if "$@"; then
-      return 0
-    fi
-    log "attempt $attempt of '$*' failed"
-    sleep $((attempt * 5))
-  done
-  return 1
-}
+# shellcheck source=debian_apt.sh
+source "$here/debian_apt.sh"
+private_apt "$apt_dir" "$suite"
 
 log "resolving the kernel in $suite from $mirror"
 retry apt-get -q "${apt_opts[@]}" update >&2 || die "apt-get update of $suite failed"

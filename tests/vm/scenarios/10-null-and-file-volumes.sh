@@ -15,6 +15,15 @@ dev="$(volume_device vnull)"
 expect_eq "vnull sectors" $((256 * 1024 * 1024 / 512)) "$(cat "$(sysfs_of "$dev")/size")"
 expect_eq "vnull logical block size" 512 "$(cat "$(sysfs_of "$dev")/queue/logical_block_size")"
 expect_eq "vnull reads zeroes" 0 "$(head -c 1M "$dev" | tr -d '\0' | wc -c)"
+# Writes put their data in the agent's tag buffers; reads through those tags still return zeroes.
+pick_fio_engine
+run_fio vnull-write.log --name=w --filename="$dev" --rw=randwrite --bs=64k --iodepth=32 \
+  --ioengine="$fio_engine" --direct=1 --size=32M --buffer_pattern=0x5a
+run_fio vnull-read.log --name=r --filename="$dev" --rw=randread --bs=64k --iodepth=32 \
+  --ioengine="$fio_engine" --direct=1 --size=32M --verify=pattern --verify_pattern=0 --verify_only
+dd if=/dev/urandom of="$dev" bs=128k count=8 oflag=direct status=none
+expect_eq "vnull reads zeroes after writes" 0 \
+  "$(dd if="$dev" bs=128k count=8 iflag=direct status=none | tr -d '\0' | wc -c)"
 
 step "file volume, 128 MiB, 2 queues"
 image="$WORK/vfile.img"

@@ -30,6 +30,9 @@ main() {
 
   export PATH="$build_dir/bin:$PATH"
   export BLK_BUILD_DIR="$build_dir"
+  # The source tree, for scenarios that run its other scripts (they run from a snapshot).
+  BLK_SOURCE_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
+  export BLK_SOURCE_DIR
   : >"$results"
 
   ublk_devices() {

@@ -307,15 +307,23 @@ TEST_F(FileBackendTest, OpenedForRecoveryAnExistingFileServesItsData) {
 }
 
 TEST(NullBackend, ReadsZeroesAndCompletesEverythingElseAtOnce) {
-  NullBackend backend;
+  NullBackend backend(kDepth);
   RecordingCompleter done;
   std::unique_ptr<Ring> ring = std::move(*Ring::Create(8));
   ASSERT_TRUE(backend.Attach(*ring, 0, done.completer()).ok());
   Buffers buffers;
+  // As the kernel does for a write: its data lands in the tag's buffer first.
   std::memset(buffers.tag(0), 0x77, 8192);
+  backend.Submit(0, Io(abi::kIoOpWrite, 0, 8192, buffers.tag(0)));
+  EXPECT_EQ(done.Take(0), 8192);
+  // Reads on that tag return zeroes, a shorter one and then a longer one.
+  backend.Submit(0, Io(abi::kIoOpRead, 0, 4096, buffers.tag(0)));
+  EXPECT_EQ(done.Take(0), 4096);
+  EXPECT_EQ(std::vector<char>(buffers.tag(0), buffers.tag(0) + 4096), std::vector<char>(4096, 0));
   backend.Submit(0, Io(abi::kIoOpRead, 0, 8192, buffers.tag(0)));
   EXPECT_EQ(done.Take(0), 8192);
   EXPECT_EQ(std::vector<char>(buffers.tag(0), buffers.tag(0) + 8192), std::vector<char>(8192, 0));
+  std::memset(buffers.tag(1), 0x55, 8192);
   backend.Submit(1, Io(abi::kIoOpWrite, 0, 8192, buffers.tag(1)));
   EXPECT_EQ(done.Take(1), 8192);
   backend.Submit(2, Io(abi::kIoOpFlush, 0, 0, buffers.tag(2)));
@@ -325,6 +333,30 @@ TEST(NullBackend, ReadsZeroesAndCompletesEverythingElseAtOnce) {
   backend.Submit(4, Io(abi::kIoOpWriteZeroes, 0, 4096, buffers.tag(4)));
   EXPECT_EQ(done.Take(4), 4096);
   EXPECT_EQ(done.untaken(), 0u);
+}
+
+// The queue maps tag buffers zeroed; reads on a tag no write dirtied leave its bytes alone.
+TEST(NullBackend, PureReadsTouchNoData) {
+  NullBackend backend(kDepth);
+  RecordingCompleter done;
+  std::unique_ptr<Ring> ring = std::move(*Ring::Create(8));
+  ASSERT_TRUE(backend.Attach(*ring, 0, done.completer()).ok());
+  Buffers buffers;
+  std::memset(buffers.tag(2), 0x5a, 4096);  // a marker only a memset would erase
+  backend.Submit(1, Io(abi::kIoOpWrite, 0, 4096, buffers.tag(1)));
+  EXPECT_EQ(done.Take(1), 4096);
+  backend.Submit(2, Io(abi::kIoOpRead, 0, 4096, buffers.tag(2)));
+  EXPECT_EQ(done.Take(2), 4096);
+  EXPECT_EQ(std::vector<char>(buffers.tag(2), buffers.tag(2) + 4096),
+            std::vector<char>(4096, 0x5a));
+  // Once cleared, a tag's next read touches nothing either.
+  backend.Submit(1, Io(abi::kIoOpRead, 0, 4096, buffers.tag(1)));
+  EXPECT_EQ(done.Take(1), 4096);
+  std::memset(buffers.tag(1), 0x5a, 4096);
+  backend.Submit(1, Io(abi::kIoOpRead, 0, 4096, buffers.tag(1)));
+  EXPECT_EQ(done.Take(1), 4096);
+  EXPECT_EQ(std::vector<char>(buffers.tag(1), buffers.tag(1) + 4096),
+            std::vector<char>(4096, 0x5a));
 }
 
 }  // namespace

@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# Guest script (run by tests/bench/run.sh through tests/vm/run-vm.sh):
+#   guest.sh BUILD_DIR GROUP...
+# Runs the comparison GROUPs (tests/bench/lib.sh bench_group: every device
+# in turn, rounds alternating) within this one boot:
+#   null  a `null` volume of 2 queues made by BUILD_DIR/bin/blkagent, the same
+#         from an agent with --metrics-address off (no per-I/O statistics),
+#         the kernel's null_blk, kublk's null target (`kublk add -t null -q 2`)
+#         and the same with -b (BATCH_IO), where this kernel's kublk has it.
+#         fio: iops with 2 jobs, lat, seq.
+#   nvme  one NVMe namespace (4096-byte LBAs): /dev/ngXnY through fio's
+#         io_uring_cmd passthrough (the ceiling), its block device, and an
+#         NVMe volume in copy and in zero-copy mode (where the kernel has
+#         UBLK_F_AUTO_BUF_REG). fio: iops, lat, seq over the first 512 MiB.
+#   nbd   one nbdkit memory export on loopback TCP through the kernel's NBD
+#         client (nbd-client, one connection) and through an NBD volume (one
+#         queue, one connection). fio: iops, 1 job, over the first 256 MiB.
+# Writes $BLK_VM_OUT/groups/GROUP.json, one per group. No threshold.
+#
+# Environment: BLK_BENCH_RUNTIME (seconds per run, default 10),
+#              BLK_BENCH_ROUNDS (rounds, default 3), BLK_BENCH_RAMP and
+#              BLK_BENCH_TESTS (smoke runs, see lib.sh),
+#              BLK_BENCH_KUBLK (kublk binary, from tests/bench/fetch-kublk.sh;
+#              without it the null group says kublk is not available),
+#              BLK_BENCH_MODBASE (modules tree for modprobe -d: nbd.ko)
+# shellcheck source-path=SCRIPTDIR
+set -euo pipefail
+
+# Everything runs inside main: bash parses a function whole before running it,
+# so editing this file while it runs (the VM takes minutes) cannot derail it.
+main() {
+  build_dir="${1:?usage: guest.sh BUILD_DIR GROUP...}"
+  shift
+  build_dir="$(cd "$build_dir" && pwd)"
+  export PATH="$build_dir/bin:$PATH"
+  # shellcheck source=../vm/scenarios/lib.sh
+  source "$(dirname "${BASH_SOURCE[0]}")/../vm/scenarios/lib.sh"
+  # shellcheck source=lib.sh
+  source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+  echo "kernel $(uname -r), $(nproc) cpus; ${bench_runtime}s per fio run, $bench_rounds rounds"
+
+  # A second agent next to lib.sh's, with its own socket and state:
+  # start_extra_agent NAME ARGS... then extra_ctl NAME ARGS...; stop_extra_agent NAME.
+  declare -gA extra_pids=()
+  start_extra_agent() {
+    local name="$1"
+    shift
+    mkdir -p "$WORK/$name-state"
+    blkagent --socket "$WORK/$name.sock" --state-dir "$WORK/$name-state" --on-exit delete \
+      --log-level warn "$@" >>"$LOG_DIR/blkagent-$name.log" 2>&1 &
+    extra_pids[$name]=$!
+    on_exit stop_extra_agent "$name"
+    wait_for "agent $name's socket" 60 test -S "$WORK/$name.sock"
+    extra_ctl "$name" list-volumes >/dev/null || fail "agent $name does not answer"
+  }
+  extra_ctl() {
+    local name="$1"
+    shift
+    blkctl --socket "$WORK/$name.sock" "$@"
+  }
+  stop_extra_agent() {
+    local pid="${extra_pids[$1]:-}"
+    [[ -n "$pid" ]] || return 0
+    extra_pids[$1]=""
+    kill -TERM "$pid" 2>/dev/null || return 0
+    wait_gone "$pid" 30 || kill -KILL "$pid"
+  }
+  extra_device() {
+    extra_ctl "$1" get-volume "$2" -o json | jq -r .volume.status.devicePath
+  }
+
+  # kublk_add ID ARGS...: a kublk null device /dev/ublkbID; deleted on exit.
+  kublk_add() {
+    local id="$1"
+    shift
+    "$BLK_BENCH_KUBLK" add -t null -q 2 -n "$id" "$@" >>"$LOG_DIR/kublk.log" 2>&1 ||
+      fail "kublk add -t null -q 2 $* failed (see $LOG_DIR/kublk.log)"
+    on_exit kublk_del "$id"
+    wait_for "/dev/ublkb$id" 30 test -b "/dev/ublkb$id"
+  }
+
+  kublk_del() {
+    [[ ! -e "/dev/ublkc$1" ]] || "$BLK_BENCH_KUBLK" del -n "$1" >>"$LOG_DIR/kublk.log" 2>&1
+  }
+
+  group_null() {
+    [[ -b /dev/nullb0 ]] || fail "no /dev/nullb0 (null_blk not loaded)"
+    start_agent --log-level warn --metrics-address 127.0.0.1:9477
+    ctl create-volume bench-null --size 4G --backend null:// --queues 2 >/dev/null
+    local ours off kublk="-" kublk_b="-" kublk_name="kublk -t null -q 2: not available"
+    local kublk_b_name="kublk -t null -q 2 -b: not available"
+    ours="$(volume_device bench-null)"
+    start_extra_agent off --metrics-address off
+    extra_ctl off create-volume bench-off --size 4G --backend null:// --queues 2 >/dev/null
+    off="$(extra_device off bench-off)"
+    expect_fail_with "FAILED_PRECONDITION.*--metrics-address off" "the off agent keeps no statistics" \
+      extra_ctl off stats bench-off --count 1
+    if [[ -x "${BLK_BENCH_KUBLK:-}" ]]; then
+      kublk_add 100
+      kublk=/dev/ublkb100 kublk_name="kublk -t null -q 2"
+      # kublk --help prints its usage and exits non-zero.
+      if { "$BLK_BENCH_KUBLK" --help 2>&1 || true; } | grep -q -- --batch; then
+        kublk_add 101 -b
+        kublk_b=/dev/ublkb101 kublk_b_name="kublk -t null -q 2 -b (batch)"
+      else
+        kublk_b_name="kublk -t null -q 2 -b: not supported by this kernel's kublk"
+      fi
+    fi
+    echo "null_blk: queue_mode=$(cat /sys/module/null_blk/parameters/queue_mode)" \
+      "submit_queues=$(cat /sys/module/null_blk/parameters/submit_queues)" \
+      "irqmode=$(cat /sys/module/null_blk/parameters/irqmode); ours: $ours, off: $off"
+    bench_group null "null devices, 2 queues" "iops lat seq" "--numjobs=2" \
+      "ours|ublk null volume (blkagent)|$ours|" \
+      "off|ublk null volume, --metrics-address off|$off|" \
+      "kublk|$kublk_name|$kublk|" \
+      "kublk_b|$kublk_b_name|$kublk_b|" \
+      "null_blk|null_blk /dev/nullb0|/dev/nullb0|"
+    bench_ratio null "null volume / kublk null" ours kublk
+    bench_ratio null "null volume / kublk -b null" ours kublk_b
+    bench_ratio null "null volume / null_blk" ours null_blk
+    bench_ratio null "metrics on / off (null volume)" ours off
+    # The statistics were really counted: every read of ours is in its counter.
+    local counted
+    counted="$(curl -fsS http://127.0.0.1:9477/metrics |
+      awk '$1 == "blk_volume_ios_total{volume=\"bench-null\",op=\"read\"}" { print $2 }')"
+    ((counted > 0)) || fail "the agent counted no reads of bench-null"
+    [[ "$kublk" == - ]] || kublk_del 100
+    [[ "$kublk_b" == - ]] || kublk_del 101
+    extra_ctl off delete-volume bench-off >/dev/null
+    stop_extra_agent off
+    ctl delete-volume bench-null >/dev/null
+    stop_agent >/dev/null
+  }
+
+  group_nvme() {
+    local blk ng features copy zc="-" zc_name="NVMe volume, zero copy: not offered by this kernel"
+    blk="$(nvme_namespace 4096)"
+    ng="/dev/ng${blk#/dev/nvme}"
+    [[ -c "$ng" ]] || fail "no generic char device $ng for $blk"
+    fio --enghelp=io_uring_cmd >/dev/null 2>&1 || fail "this fio has no io_uring_cmd engine"
+    # Two agents over the same namespace (read only): zero copy (where the
+    # kernel offers UBLK_F_AUTO_BUF_REG, bit 11) and copy (--zero-copy off).
+    start_agent --log-level warn --metrics-address off >/dev/null
+    features="$(ctl node-info -o json | jq -r '.ublkFeatures // "0"')"
+    if (((features >> 11) & 1)); then
+      ctl create-volume bench-nvme-zc --backend "nvme://$ng" >/dev/null
+      [[ "$(ctl get-volume bench-nvme-zc -o json | jq -r .volume.status.copyMode)" == zero_copy ]] ||
+        fail "bench-nvme-zc is not in zero-copy mode"
+      zc="$(volume_device bench-nvme-zc)" zc_name="NVMe volume, zero copy"
+    fi
+    start_extra_agent copy --metrics-address off --zero-copy off
+    extra_ctl copy create-volume bench-nvme-copy --backend "nvme://$ng" >/dev/null
+    [[ "$(extra_ctl copy get-volume bench-nvme-copy -o json | jq -r .volume.status.copyMode)" == copy ]] ||
+      fail "bench-nvme-copy is not in copy mode"
+    copy="$(extra_device copy bench-nvme-copy)"
+    echo "namespace $blk / $ng, $(blockdev --getsize64 "$blk") bytes; copy: $copy, zero copy: $zc"
+    # Passthrough: fio's io_uring_cmd engine and no O_DIRECT open (the char
+    # device refuses it; passthrough bypasses the page cache anyway).
+    bench_group nvme "one NVMe namespace (QEMU, 4096-byte LBAs), first 512 MiB" "iops lat seq" "" \
+      "raw|NVMe passthrough $ng (fio io_uring_cmd)|$ng|--ioengine=io_uring_cmd --cmd_type=nvme --direct=0 --size=512M" \
+      "block|block device $blk|$blk|--size=512M" \
+      "copy|NVMe volume, copy|$copy|--size=512M" \
+      "zc|$zc_name|$zc|--size=512M"
+    bench_ratio nvme "NVMe volume zero copy / raw passthrough" zc raw
+    bench_ratio nvme "NVMe volume copy / raw passthrough" copy raw
+    bench_ratio nvme "NVMe volume zero copy / block device" zc block
+    bench_ratio nvme "block device / raw passthrough" block raw
+    extra_ctl copy delete-volume bench-nvme-copy >/dev/null
+    stop_extra_agent copy
+    [[ "$zc" == - ]] || ctl delete-volume bench-nvme-zc >/dev/null
+    stop_agent >/dev/null
+  }
+
+  group_nbd() {
+    [[ -n "${BLK_BENCH_MODBASE:-}" ]] || fail "BLK_BENCH_MODBASE is not set (run tests/bench/run.sh)"
+    modprobe -d "$BLK_BENCH_MODBASE" nbd nbds_max=1 || fail "modprobe nbd failed"
+    nbdkit -f -i 127.0.0.1 -p 10809 memory 1G >>"$LOG_DIR/nbdkit.log" 2>&1 &
+    local nbdkit_pid=$! ours
+    on_exit kill "$nbdkit_pid"
+    # shellcheck disable=SC2317 # called through wait_for
+    tcp_open() { (exec 3<>/dev/tcp/127.0.0.1/10809) 2>/dev/null; }
+    wait_for "nbdkit on 127.0.0.1:10809" 30 tcp_open
+    # The same bytes for both readers: written once through the kernel client.
+    nbd-client -N bench 127.0.0.1 10809 /dev/nbd0 -b 4096 >>"$LOG_DIR/nbd-client.log" 2>&1 ||
+      fail "nbd-client could not connect /dev/nbd0"
+    on_exit nbd-client -d /dev/nbd0
+    wait_for "/dev/nbd0 to have a size" 30 test "$(cat /sys/block/nbd0/size)" -gt 0
+    dd if=/dev/urandom of=/dev/nbd0 bs=1M count=256 oflag=direct status=none ||
+      fail "could not fill the export"
+    start_agent --log-level warn
+    ctl create-volume bench-nbd --size 1G --backend nbd://127.0.0.1:10809/bench >/dev/null
+    ours="$(volume_device bench-nbd)"
+    bench_group nbd "one nbdkit memory export on loopback TCP, first 256 MiB" "iops" "--numjobs=1" \
+      "kernel|kernel NBD client /dev/nbd0 (1 connection)|/dev/nbd0|--size=256M" \
+      "ours|NBD volume, 1 queue, 1 connection|$ours|--size=256M"
+    bench_ratio nbd "NBD volume / kernel NBD client" ours kernel
+    ctl delete-volume bench-nbd >/dev/null
+    stop_agent >/dev/null
+  }
+
+  local group
+  for group in "$@"; do
+    step "group $group"
+    case "$group" in
+      null | nvme | nbd) "group_$group" ;;
+      *) fail "unknown group '$group' (want null, nvme or nbd)" ;;
+    esac
+  done
+}
+
+main "$@"

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Usage: tests/bench/report.sh OUT_DIR FLAVOUR...
+#
+# Turns the groups the guest wrote (OUT_DIR/FLAVOUR/groups/*.json, see
+# tests/bench/lib.sh) into OUT_DIR/bench.json (every run, the medians and the
+# ratios each group asked for) and OUT_DIR/bench.md (the ratios, then every
+# device's medians), and prints bench.md. Groups a failed boot did not finish
+# are simply missing. Ratios are A/B of the medians: above 1 is better for
+# IOPS and MB/s, below 1 is better for latency.
+set -euo pipefail
+
+main() {
+  out="${1:?usage: report.sh OUT_DIR FLAVOUR...}"
+  shift
+  local flavour runs=()
+  for flavour in "$@"; do
+    local groups=("$out/$flavour"/groups/*.json)
+    [[ -e "${groups[0]}" ]] || continue
+    runs+=("$(jq -s --arg flavour "$flavour" '
+      def ratio($a; $b): if $a == null or $b == null or $b == 0 then null
+        else ($a / $b * 1000 | round) / 1000 end;
+      { flavour: $flavour, kernel: .[0].kernel, runtime_seconds: .[0].runtime_seconds,
+        rounds: .[0].rounds,
+        groups: sort_by({ null: 0, nvme: 1, nbd: 2 }[.group] // 9) | map(. as $g
+          | .ratios |= map(. as $r
+            | ($g.devices[] | select(.key == $r.a) | .median) as $a
+            | ($g.devices[] | select(.key == $r.b) | .median) as $b
+            | $r + { iops: ratio($a.iops; $b.iops), lat_p50: ratio($a.lat_p50_us; $b.lat_p50_us),
+                     lat_p99: ratio($a.lat_p99_us; $b.lat_p99_us),
+                     seq: ratio($a.seq_mbps; $b.seq_mbps) })) }' "${groups[@]}")")
+  done
+  ((${#runs[@]} > 0)) || {
+    echo "bench report: no results in $out/{$*}/groups" >&2
+    exit 1
+  }
+  printf '%s\n' "${runs[@]}" |
+    jq -s --arg date "$(date -u +%F)" --arg cpus "${BLK_BENCH_VM_CPUS:-2}" \
+      '{ date: $date, vm: "QEMU TCG, \($cpus) vCPUs", kernels: . }' >"$out/bench.json"
+
+  jq -r '
+    def x: if . == null then "-" else "\(. * 100 | round / 100)x" end;
+    def n: if . == null then "-" else tostring end;
+    "Measured \(.date), \(.vm); medians of \(.kernels[0].rounds) alternating rounds of" +
+    " \(.kernels[0].runtime_seconds) s per fio run (io_uring, O_DIRECT). Emulated: only" +
+    " ratios within one boot mean something.\n",
+    (.kernels[] |
+      "### kernel \(.kernel)\n",
+      "| comparison (A / B) | 4k randread QD32 IOPS | QD1 p50 latency | QD1 p99 latency | 128k read MB/s |",
+      "|---|---|---|---|---|",
+      (.groups[].ratios[] | "| \(.label) | \(.iops | x) | \(.lat_p50 | x) | \(.lat_p99 | x) | \(.seq | x) |"),
+      "",
+      (.groups[] |
+        "#### \(.title)\(if .iops_fio_args == "" then "" else " (QD32 runs: \(.iops_fio_args))" end)\n",
+        "| device | 4k randread QD32 IOPS | QD1 p50 us | QD1 p99 us | 128k read MB/s |",
+        "|---|---|---|---|---|",
+        (.devices[] | if .unavailable then "| \(.name) | - | - | - | - |" else
+          "| \(.name) | \(.median.iops | n) | \(.median.lat_p50_us | n) | \(.median.lat_p99_us | n) | \(.median.seq_mbps | n) |" end),
+        ""))' "$out/bench.json" >"$out/bench.md"
+  cat "$out/bench.md"
+}
+
+main "$@"

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The benchmark still runs (only with BLK_BENCH_SMOKE=1; skipped otherwise):
+# tests/bench/guest.sh's null group, 1 round of 1 s 4k randread runs without
+# warm-up, on our null volume, the metrics-off one, null_blk and, where
+# tests/bench/fetch-kublk.sh has cached it for this kernel, kublk and kublk -b;
+# then tests/bench/report.sh prints its table, which must carry a number for
+# every device that was there. A smoke test: no speed is asserted.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+if [[ "${BLK_BENCH_SMOKE:-0}" != 1 ]]; then
+  echo "skipped: set BLK_BENCH_SMOKE=1 to run the bench smoke"
+  exit 0
+fi
+bench="${BLK_SOURCE_DIR:?all.sh exports BLK_SOURCE_DIR}/tests/bench"
+kublk="${BLK_VM_CACHE:-/var/cache/blk-vm}/$BLK_VM_KERNEL/kublk/kublk"
+if [[ -z "${BLK_BENCH_KUBLK:-}" && -x "$kublk" ]]; then
+  export BLK_BENCH_KUBLK="$kublk"
+fi
+
+step "the null group, 1 round of 1 s"
+results="$LOG_DIR/bench"
+BLK_BENCH_RUNTIME=1 BLK_BENCH_ROUNDS=1 BLK_BENCH_RAMP=0 BLK_BENCH_TESTS=iops \
+  BENCH_GROUPS_DIR="$results/$BLK_VM_KERNEL/groups" BLK_SCENARIO_OUT="$LOG_DIR/guest" \
+  "$bench/guest.sh" "$BLK_BUILD_DIR" null || fail "tests/bench/guest.sh null failed"
+
+step "the report"
+"$bench/report.sh" "$results" "$BLK_VM_KERNEL" | tee "$LOG_DIR/bench.md"
+# table_has FIRST_CELL SECOND_CELL_REGEX: a row of bench.md starts so.
+table_has() {
+  awk -F' [|] ' -v first="| $1" -v second="$2" \
+    '$1 == first && $2 ~ ("^" second "$") { found = 1 } END { exit !found }' "$LOG_DIR/bench.md"
+}
+for device in "ublk null volume (blkagent)" "ublk null volume, --metrics-address off" \
+  "null_blk /dev/nullb0"; do
+  table_has "$device" '[0-9]+' || fail "no IOPS for $device in the table"
+done
+if [[ -n "${BLK_BENCH_KUBLK:-}" ]]; then
+  table_has "kublk -t null -q 2" '[0-9]+' || fail "no IOPS for kublk in the table"
+fi
+table_has "null volume / null_blk" '[0-9.]+x' || fail "no ratio null volume / null_blk in the table"

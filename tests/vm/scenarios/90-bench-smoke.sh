@@ -7,10 +7,7 @@
 # every device that was there. A smoke test: no speed is asserted.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-if [[ "${BLK_BENCH_SMOKE:-0}" != 1 ]]; then
-  echo "skipped: set BLK_BENCH_SMOKE=1 to run the bench smoke"
-  exit 0
-fi
+[[ "${BLK_BENCH_SMOKE:-0}" == 1 ]] || skip "set BLK_BENCH_SMOKE=1 to run the bench smoke"
 bench="${BLK_SOURCE_DIR:?all.sh exports BLK_SOURCE_DIR}/tests/bench"
 kublk="${BLK_VM_CACHE:-/var/cache/blk-vm}/$BLK_VM_KERNEL/kublk/kublk"
 if [[ -z "${BLK_BENCH_KUBLK:-}" && -x "$kublk" ]]; then

@@ -5,8 +5,10 @@
 # BLK_TIDY_BASE, else origin/HEAD, origin/main or main), uncommitted changes included; a changed
 # header brings in its .cc. With --since-clean, only the sources changed since the commit named in
 # .ci/tidy-clean-at, the last commit a whole-tree run found clean (CI uses this: a whole tree
-# takes ~25 minutes on 2 cores); a change to .clang-tidy since then means the whole tree. After a clean whole-tree run, record it: git rev-parse HEAD >.ci/tidy-clean-at.
-# BUILD must have its generated headers built (proto, BPF skeleton).
+# takes ~25 minutes on 2 cores); a change to .clang-tidy since then means the whole tree. After a
+# clean whole-tree run, record it: git rev-parse HEAD >.ci/tidy-clean-at.
+# BUILD is a configured build dir that compiles each source alone (not CMAKE_UNITY_BUILD); this
+# script builds only its generated headers (proto, BPF skeleton), no objects.
 # Usage: tests/clang_tidy.sh BUILD [--changed|--since-clean]
 set -euo pipefail
 if (($# < 1 || $# > 2)) || { (($# == 2)) && [[ $2 != --changed && $2 != --since-clean ]]; }; then
@@ -25,7 +27,17 @@ if [[ ! -f $build/compile_commands.json ]]; then
   echo "clang-tidy: $build/compile_commands.json missing: configure $build with CMake first" >&2
   exit 2
 fi
+if grep -q '/Unity/unity_' "$build/compile_commands.json"; then
+  echo "clang-tidy: $build is a unity build (CMAKE_UNITY_BUILD): configure one without it" >&2
+  exit 2
+fi
 cd "$root"
+
+mapfile -t generated_headers < <(ninja -C "$build" -t targets all |
+  sed -n -E 's/^([^/][^:]*\.h): CUSTOM_COMMAND$/\1/p')
+if ((${#generated_headers[@]} > 0)); then
+  ninja -C "$build" "${generated_headers[@]}" >/dev/null
+fi
 
 # Repository-relative sources that the compile database names.
 mapfile -t compiled < <(python3 - "$build/compile_commands.json" "$root" <<'PY'

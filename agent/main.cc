@@ -35,6 +35,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "prometheus/exposer.h"
+#include "server/backend_config.h"
 #include "server/ublk/params.h"
 #include "server/ublk/support.h"
 #include "spdlog/spdlog.h"
@@ -48,6 +49,7 @@ struct Options {
   int grpc_threads = 4;
   int max_waiting_calls = 1024;
   int max_message_size = 64 << 10;
+  int nbd_connect_timeout_seconds = blk::server::kDefaultNbdConnectTimeoutMs / 1000;
   blk::agent::VolumeLimits limits;
   std::string on_exit = "leave";
   std::string metrics_address = "0.0.0.0:9477";
@@ -290,6 +292,12 @@ void AddFlags(CLI::App& app, Options& options) {
                  "more is refused RESOURCE_EXHAUSTED")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--nbd-connect-timeout", options.nbd_connect_timeout_seconds,
+                 "seconds one step of an NBD handshake (connect, a read, a write) may take when "
+                 "the agent dials an export to create, restore or resize a volume or to learn its "
+                 "size; a server that stays silent longer fails that operation")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
   app.add_option("--on-exit", options.on_exit,
                  "on SIGTERM: leave the devices for the next agent (their I/O waits for it), or "
                  "delete them")
@@ -451,12 +459,15 @@ int Run(const Options& options, const sigset_t& signals) {
   }
   if (!PrepareSocketPath(options.socket)) return 1;
 
+  const std::chrono::milliseconds nbd_connect_timeout =
+      std::chrono::seconds(options.nbd_connect_timeout_seconds);
   // Without /metrics nothing reads the per-I/O statistics but GetVolumeStats: "off" turns off
   // their cost on the data path too (tests/bench measures it).
   blk::agent::UblkProvisioner provisioner(/*io_stats=*/options.metrics_address != "off",
                                           /*zero_copy=*/options.zero_copy == "auto",
-                                          RqAffinityFlag(options));
-  blk::agent::VolumeTable volumes(std::move(*registry), provisioner, blk::agent::RealNbdSizeProbe(),
+                                          RqAffinityFlag(options), nbd_connect_timeout);
+  blk::agent::VolumeTable volumes(std::move(*registry), provisioner,
+                                  blk::agent::RealNbdSizeProbe(nbd_connect_timeout),
                                   blk::agent::RealNvmeNamespaceProbe(), options.limits);
   // The devices a previous agent left hold their I/O until recovered: reconcile at once, while
   // the rest starts. Every path below waits for it before it touches the devices.

@@ -6,9 +6,9 @@
 
 namespace blk::agent {
 
-NbdSizeProbe RealNbdSizeProbe() {
-  return [](const std::string& uri) -> absl::StatusOr<uint64_t> {
-    absl::StatusOr<server::nbd::ExportInfo> info = server::nbd::ProbeExport(uri);
+NbdSizeProbe RealNbdSizeProbe(std::chrono::milliseconds timeout) {
+  return [timeout](const std::string& uri) -> absl::StatusOr<uint64_t> {
+    absl::StatusOr<server::nbd::ExportInfo> info = server::nbd::ProbeExport(uri, timeout);
     if (!info.ok()) return info.status();
     return info->size;
   };

@@ -104,8 +104,12 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec) {
   return config;
 }
 
-UblkProvisioner::UblkProvisioner(bool io_stats, bool zero_copy, uint64_t rq_affinity_flag)
-    : io_stats_(io_stats), zero_copy_(zero_copy), rq_affinity_flag_(rq_affinity_flag) {
+UblkProvisioner::UblkProvisioner(bool io_stats, bool zero_copy, uint64_t rq_affinity_flag,
+                                 std::chrono::milliseconds nbd_connect_timeout)
+    : io_stats_(io_stats),
+      zero_copy_(zero_copy),
+      rq_affinity_flag_(rq_affinity_flag),
+      nbd_connect_timeout_(nbd_connect_timeout) {
   const char* crash = ::getenv("BLK_TEST_CRASH_AFTER_ADD_DEV");
   if (crash != nullptr && std::string_view(crash) == "1") {
     after_add_dev_ = [](uint32_t) { ::_exit(86); };
@@ -117,6 +121,9 @@ server::DeviceConfig UblkProvisioner::ConfigFor(const v1::Volume& spec) const {
   config.io_stats = io_stats_;
   config.zero_copy = zero_copy_;
   config.rq_affinity_flag = rq_affinity_flag_;
+  if (auto* nbd = std::get_if<server::NbdBackendConfig>(&config.backend)) {
+    nbd->connect_timeout_ms = static_cast<uint32_t>(nbd_connect_timeout_.count());
+  }
   return config;
 }
 

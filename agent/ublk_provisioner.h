@@ -1,9 +1,11 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 
 #include "agent/volume_device.h"
+#include "server/backend_config.h"
 #include "server/ublk/device.h"
 
 namespace blk::agent {
@@ -17,10 +19,13 @@ class UblkProvisioner final : public DeviceProvisioner {
   // io_stats=false: the devices skip all per-I/O statistics work (blkagent --metrics-address off).
   // zero_copy=false: every device in copy mode, even where zero copy is possible.
   // rq_affinity_flag: DeviceConfig::rq_affinity_flag of every device (0: never asked for).
+  // nbd_connect_timeout: NbdBackendConfig::connect_timeout_ms of every NBD volume.
   // BLK_TEST_CRASH_AFTER_ADD_DEV=1 in the environment: every Provision makes the process exit
   // with status 86 between ADD_DEV and START_DEV (tests/vm 72: the next agent must clean up).
   explicit UblkProvisioner(bool io_stats = true, bool zero_copy = true,
-                           uint64_t rq_affinity_flag = 0);
+                           uint64_t rq_affinity_flag = 0,
+                           std::chrono::milliseconds nbd_connect_timeout =
+                               std::chrono::milliseconds(server::kDefaultNbdConnectTimeoutMs));
   absl::StatusOr<std::unique_ptr<VolumeDevice>> Provision(const v1::Volume& spec,
                                                           int device_id) override;
   absl::StatusOr<std::unique_ptr<VolumeDevice>> Recover(const v1::Volume& spec,
@@ -35,6 +40,7 @@ class UblkProvisioner final : public DeviceProvisioner {
   bool io_stats_;
   bool zero_copy_;
   uint64_t rq_affinity_flag_;
+  std::chrono::milliseconds nbd_connect_timeout_;
   std::function<void(uint32_t)> after_add_dev_;  // DeviceConfig::after_add_dev of new devices
 };
 

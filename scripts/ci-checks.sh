@@ -49,10 +49,7 @@ tsan_build_seconds=$((SECONDS - start))
 
 start=$SECONDS
 echo "ci-checks: threaded host tests under TSan"
-# agent_concurrency_host needs its 29 TSan-built blkctl processes to reach the agent within the
-# agent's 10 s NBD probe window; it passes alone (scripts/sanitize.sh tsan) but failed 1 run in 2
-# on a loaded 2-core machine, so CI's TSan run leaves it to the gcc build's host tests.
-"$root/scripts/sanitize.sh" tsan test -E '^agent_concurrency_host$'
+"$root/scripts/sanitize.sh" tsan test
 tsan_seconds=$((SECONDS - start))
 
 echo "ci-checks: gcc build configured with -Werror in $build"

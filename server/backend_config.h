@@ -16,12 +16,17 @@ struct NullBackendConfig {};
 struct FileBackendConfig {
   std::string path;
 };
+// NbdBackendConfig::connect_timeout_ms unless told otherwise (blkagent --nbd-connect-timeout).
+inline constexpr uint32_t kDefaultNbdConnectTimeoutMs = 10000;
 // A remote export: "nbd://host[:port]/export" or "nbd+unix:///export?socket=PATH". Requests
-// wait up to io_timeout_ms for a lost connection to come back, then fail with EIO.
+// wait up to io_timeout_ms for a lost connection to come back, then fail with EIO. Opening the
+// volume (and each later connection a queue or a resize makes) gives up when one step of the
+// handshake (connect, a read, a write) takes longer than connect_timeout_ms.
 struct NbdBackendConfig {
   std::string uri;
   uint32_t io_timeout_ms = 30000;
   std::shared_ptr<nbd::Stats> stats;  // optional: counters the caller wants to read
+  uint32_t connect_timeout_ms = kDefaultNbdConnectTimeoutMs;
 };
 // An NVMe namespace through its generic char device (/dev/ngXnY) and io_uring passthrough. The
 // volume starts `offset_bytes` into the namespace (a multiple of its LBA size).

@@ -6,17 +6,13 @@
 #include "server/nbd/forwarding_backend.h"
 
 namespace blk::server::nbd {
-namespace {
-
-constexpr std::chrono::milliseconds kCreateTimeout(10000);
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<Storage>> Storage::Open(const NbdBackendConfig& backend,
                                                        const DeviceConfig& config) {
   absl::StatusOr<Address> address = ParseUri(backend.uri);
   if (!address.ok()) return address.status();
-  absl::StatusOr<Connection> connection = Connect(*address, kCreateTimeout);
+  const std::chrono::milliseconds connect_timeout(backend.connect_timeout_ms);
+  absl::StatusOr<Connection> connection = Connect(*address, connect_timeout);
   if (!connection.ok()) return connection.status();
   const ExportInfo& info = connection->info;
   const std::string where = address->ToString();
@@ -36,6 +32,7 @@ absl::StatusOr<std::unique_ptr<Storage>> Storage::Open(const NbdBackendConfig& b
   }
   std::unique_ptr<Storage> storage(new Storage());
   storage->address_ = *address;
+  storage->connect_timeout_ = connect_timeout;
   storage->info_ = info;
   storage->options_.read_only = config.read_only;
   storage->options_.device_size = config.size_bytes;
@@ -47,7 +44,7 @@ absl::StatusOr<std::unique_ptr<Storage>> Storage::Open(const NbdBackendConfig& b
 }
 
 absl::Status Storage::Grow(uint64_t size_bytes) {
-  absl::StatusOr<Connection> connection = Connect(address_, kCreateTimeout);
+  absl::StatusOr<Connection> connection = Connect(address_, connect_timeout_);
   if (!connection.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot ask NBD export ", address_.ToString(),
@@ -80,7 +77,7 @@ absl::StatusOr<std::unique_ptr<server::Backend>> Storage::NewQueueBackend(uint16
     connection = std::move(*first_);
     first_.reset();
   } else {
-    absl::StatusOr<Connection> more = Connect(address_, kCreateTimeout);
+    absl::StatusOr<Connection> more = Connect(address_, connect_timeout_);
     if (!more.ok()) return more.status();
     connection = std::move(*more);
   }
@@ -96,10 +93,10 @@ absl::StatusOr<std::unique_ptr<server::Backend>> Storage::NewQueueBackend(uint16
   return std::make_unique<Backend>(std::move(connection), options, std::move(*reconnector), stats_);
 }
 
-absl::StatusOr<ExportInfo> ProbeExport(const std::string& uri) {
+absl::StatusOr<ExportInfo> ProbeExport(const std::string& uri, std::chrono::milliseconds timeout) {
   absl::StatusOr<Address> address = ParseUri(uri);
   if (!address.ok()) return address.status();
-  absl::StatusOr<Connection> connection = Connect(*address, kCreateTimeout);
+  absl::StatusOr<Connection> connection = Connect(*address, timeout);
   if (!connection.ok()) return connection.status();
   return connection->info;
 }

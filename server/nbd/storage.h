@@ -3,6 +3,7 @@
 // shared_connection.h). Queue backends are made in queue order, queue 0 first.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,6 +34,7 @@ class Storage final : public server::Storage {
   Storage() = default;
 
   Address address_;
+  std::chrono::milliseconds connect_timeout_{0};  // NbdBackendConfig::connect_timeout_ms
   ExportInfo info_;
   BackendOptions options_;
   std::optional<Connection> first_;  // made by Open, used by the first queue
@@ -43,7 +45,7 @@ class Storage final : public server::Storage {
 };
 
 // Connects once to learn what the export offers (e.g. its size, for a volume created without
-// one). Blocking.
-absl::StatusOr<ExportInfo> ProbeExport(const std::string& uri);
+// one); each step of the handshake gives up after `timeout`. Blocking.
+absl::StatusOr<ExportInfo> ProbeExport(const std::string& uri, std::chrono::milliseconds timeout);
 
 }  // namespace blk::server::nbd

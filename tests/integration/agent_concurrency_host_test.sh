@@ -3,10 +3,14 @@
 # agent's workers wait their turn (none is turned away), creates of different volumes run at
 # once, a caller's deadline is honoured while its call waits; the waiting-call, volume and
 # message-size limits refuse clearly and change nothing; the health service says NOT_SERVING
-# while the agent reconciles its volumes at start and SERVING after.
+# while the agent reconciles its volumes at start and SERVING after; --nbd-connect-timeout bounds
+# the agent's dial of an export that never answers.
 #
 # Slow calls come from creates of NBD volumes without a size: the agent probes the export, and
-# silent_listener.py accepts the connection and never answers until the test releases it.
+# silent_listener.py accepts the connection and never answers until the test releases it (closes
+# it). The agents under test wait far longer than the test ever needs (--nbd-connect-timeout
+# 300), so a slow call ends when the test says, never at a timeout, however long a loaded machine
+# takes to start the other clients; a short --nbd-connect-timeout is checked on its own.
 set -euo pipefail
 bin="$1"
 health_check="$2"
@@ -70,24 +74,35 @@ out_of() { cat "$work/calls/$1.out"; }
 health_is() { [[ "$("$health_check" "$work/$1.sock" 2>&1)" == "$2" ]]; }  # AGENT STATUS
 waiting_logged() { [[ "$(grep -c "$2" "$work/$1.log")" -ge "$3" ]]; }  # AGENT TEXT COUNT
 
+# Longer than this test runs (ctest's TIMEOUT): the test's release ends every slow call, and the
+# calls queued behind them wait for it, not for their own deadline.
+held=(--nbd-connect-timeout 300)
+patient=(--timeout 280s)
+
 # --- 32 clients at once against the defaults (4 workers)
 start_listener slow
-start_agent a
+start_agent a "${held[@]}"
 status="$("$health_check" "$work/a.sock" 2>&1)" || true
 [[ "$status" == SERVING ]] && pass "health: SERVING once started" || fail "health once started: $status"
 
-for i in 1 2 3 4; do call "slow$i" a create-volume "slow$i" --backend "$(slow_uri slow)"; done
+for i in 1 2 3 4; do
+  call "slow$i" a "${patient[@]}" create-volume "slow$i" --backend "$(slow_uri slow)"
+done
 wait_for 60 connections_reach slow open 4 && pass "4 creates of different volumes run at once" ||
   fail "4 creates at once: at most $(cat "$work/slow.d/max_open") ran together"
 
-for i in $(seq 1 8); do call "list$i" a list-volumes -o json; done
-for i in $(seq 1 6); do call "get$i" a get-volume "missing$i"; done
-for i in $(seq 1 6); do call "info$i" a node-info -o json; done
-for i in $(seq 1 4); do call "same$i" a create-volume same --size 1M --backend null://; done
-for i in $(seq 1 4); do call "other$i" a create-volume "other$i" --size 1M --backend null://; done
+for i in $(seq 1 8); do call "list$i" a "${patient[@]}" list-volumes -o json; done
+for i in $(seq 1 6); do call "get$i" a "${patient[@]}" get-volume "missing$i"; done
+for i in $(seq 1 6); do call "info$i" a "${patient[@]}" node-info -o json; done
+for i in $(seq 1 4); do
+  call "same$i" a "${patient[@]}" create-volume same --size 1M --backend null://
+done
+for i in $(seq 1 4); do
+  call "other$i" a "${patient[@]}" create-volume "other$i" --size 1M --backend null://
+done
 call late a --timeout 1s create-volume late --size 1M --backend null://
-# 28 quick calls and the late one queue behind the 4 slow creates.
-wait_for 30 waiting_logged a "waits for a worker" 29 && pass "29 calls wait for a worker" ||
+# 28 quick calls and the late one queue behind the 4 slow creates, however long they take to come.
+wait_for 120 waiting_logged a "waits for a worker" 29 && pass "29 calls wait for a worker" ||
   fail "calls waiting: $(grep -c "waits for a worker" "$work/a.log")"
 wait "${background[-1]}"
 [[ "$(rc_of late)" != 0 && "$(out_of late)" == *DEADLINE_EXCEEDED* ]] &&
@@ -110,9 +125,12 @@ done
 ((ok)) && pass "waiting lists, gets and node-infos answered" || fail "waiting quick calls: $(cat "$work"/calls/{list,get,info}1.out)"
 ok=1
 for i in 1 2 3 4; do
-  [[ "$(rc_of "slow$i")" != 0 && "$(out_of "slow$i")" == *"cannot learn the size of NBD export"* ]] || ok=0
+  [[ "$(rc_of "slow$i")" != 0 &&
+    "$(out_of "slow$i")" == *"cannot learn the size of NBD export"*"closed the connection"* ]] ||
+    ok=0
 done
-((ok)) && pass "the slow creates ended with the probe's own error" || fail "slow create: $(out_of slow1)"
+((ok)) && pass "the slow creates ended when their server let go, with the probe's own error" ||
+  fail "slow create: $(out_of slow1)"
 if [[ ! -e /dev/ublk-control ]]; then
   ok=1
   for name in other1 other2 other3 other4; do
@@ -133,7 +151,7 @@ fi
 
 # --- the waiting-call and message-size limits
 start_listener slow2
-start_agent b --grpc-threads 1 --max-waiting-calls 2 --max-message-size 4096
+start_agent b "${held[@]}" --grpc-threads 1 --max-waiting-calls 2 --max-message-size 4096
 call b-slow b create-volume bslow --backend "$(slow_uri slow2)"
 wait_for 60 connections_reach slow2 open 1 || fail "agent b: the slow create did not start"
 call b-list1 b list-volumes
@@ -162,7 +180,7 @@ start_listener slow3
 mkdir -p "$work/c-state/volumes"
 printf '{"id":"restored","sizeBytes":"1048576","nbd":{"uri":"%s"}}\n' "$(slow_uri slow3)" \
   >"$work/c-state/volumes/restored.json"
-start_agent c --max-volumes 1
+start_agent c "${held[@]}" --max-volumes 1
 wait_for 30 connections_reach slow3 open 1 || fail "agent c: restore did not dial the export"
 status="$("$health_check" "$work/c.sock" 2>&1)" || true
 [[ "$status" == NOT_SERVING ]] && pass "health: NOT_SERVING while reconciling" ||
@@ -190,7 +208,26 @@ err="$("$bin/blkctl" --socket "$work/c.sock" create-volume more --size 1M --back
 [[ -z "$(ls "$work/c-state/volumes" | grep -v '^restored\.json')" ]] &&
   pass "the refused create persisted nothing" || fail "persisted: $(ls "$work/c-state/volumes")"
 
-for name in a b c; do
+# --- --nbd-connect-timeout: a silent server fails the probe and the open of the export after it
+rc=0
+err="$(timeout 30 "$bin/blkagent" --socket "$work/refused.sock" \
+  --state-dir "$work/refused-state" --nbd-connect-timeout 0 2>&1)" || rc=$?
+((rc != 0)) && [[ "$err" == *--nbd-connect-timeout* ]] &&
+  pass "--nbd-connect-timeout 0 is refused" ||
+  fail "--nbd-connect-timeout 0: rc=$rc $err"
+start_listener slow4
+start_agent d --nbd-connect-timeout 1
+# Both fail at the agent's 1 s, well within the callers' 8 s (the default 10 s would not).
+call d-probe d --timeout 8s create-volume dprobe --backend "$(slow_uri slow4)"
+call d-open d --timeout 8s create-volume dopen --size 1M --backend "$(slow_uri slow4)"
+wait_calls
+[[ "$(rc_of d-probe)" != 0 &&
+  "$(out_of d-probe)" == *"cannot learn the size of NBD export"*receive* ]] &&
+  pass "the size probe gives up after --nbd-connect-timeout" || fail "probe: $(out_of d-probe)"
+[[ "$(rc_of d-open)" != 0 && "$(out_of d-open)" == *"$work/slow4.nbd"*receive* ]] &&
+  pass "opening the export gives up after --nbd-connect-timeout" || fail "open: $(out_of d-open)"
+
+for name in a b c d; do
   pid_var="${name}_pid"
   kill -TERM "${!pid_var}"
   rc=0
@@ -200,6 +237,6 @@ for name in a b c; do
 done
 
 if ((failures > 0)); then
-  for name in a b c; do echo "--- agent $name log"; tail -n 40 "$work/$name.log"; done
+  for name in a b c d; do echo "--- agent $name log"; tail -n 40 "$work/$name.log"; done
   exit 1
 fi

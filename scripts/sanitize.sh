@@ -24,10 +24,7 @@ case "$kind" in
     build="${BLK_ASAN_BUILD_DIR:-$root/build-asan}"
     sanitize=address,undefined
     targets=(all)
-    # agent_concurrency_host is left to the TSan run and the gcc build: it queues 29 calls
-    # behind creates that end at the agent's 10 s NBD probe timeout, and 33 ASan-built blkctl
-    # processes starting on 2 busy cores can take longer than that (a timing miss, no report).
-    tests=(-LE 'vm|fuzz' -E '^agent_concurrency_host$')
+    tests=(-LE 'vm|fuzz')
     ;;
   tsan)
     build="${BLK_TSAN_BUILD_DIR:-$root/build-tsan}"

@@ -114,15 +114,20 @@ exhausted="$(grep -l RESOURCE_EXHAUSTED "$work"/calls/*.out || true)"
 [[ -z "$exhausted" ]] && pass "no call of 34 was turned away" ||
   fail "RESOURCE_EXHAUSTED: $(cat $exhausted | head -n 3)"
 ok=1
+# A list that runs beside one of the queued creates (4 workers) may show that volume while it is
+# being created; nothing else exists.
 for i in $(seq 1 8); do
-  [[ "$(rc_of "list$i")" == 0 && "$(jq '.volumes | length' "$work/calls/list$i.out")" == 0 ]] || ok=0
+  [[ "$(rc_of "list$i")" == 0 ]] &&
+    jq -e '(.volumes // []) | all(.id | test("^(same|other[1-4])$"))' "$work/calls/list$i.out" \
+      >/dev/null || ok=0
 done
 for i in $(seq 1 6); do
   [[ "$(rc_of "get$i")" != 0 && "$(out_of "get$i")" == *"NOT_FOUND: volume 'missing$i'"* ]] || ok=0
   [[ "$(rc_of "info$i")" == 0 && "$(jq -r .kernelRelease "$work/calls/info$i.out")" == "$(uname -r)" ]] ||
     ok=0
 done
-((ok)) && pass "waiting lists, gets and node-infos answered" || fail "waiting quick calls: $(cat "$work"/calls/{list,get,info}1.out)"
+((ok)) && pass "waiting lists, gets and node-infos answered" ||
+  fail "waiting quick calls: $(head -n 5 "$work"/calls/{list,get,info}[1-8].out)"
 ok=1
 for i in 1 2 3 4; do
   [[ "$(rc_of "slow$i")" != 0 &&

@@ -306,12 +306,18 @@ TEST_F(FileBackendTest, OpenedForRecoveryAnExistingFileServesItsData) {
             std::vector<char>(4096, 'k'));
 }
 
-TEST(NullBackend, ReadsZeroesAndCompletesEverythingElseAtOnce) {
-  NullBackend backend(kDepth);
+// A null backend attached to a ring, with a buffer per tag.
+class NullBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(backend.Attach(*ring, 0, done.completer()).ok()); }
+
+  NullBackend backend{kDepth};
   RecordingCompleter done;
   std::unique_ptr<Ring> ring = std::move(*Ring::Create(8));
-  ASSERT_TRUE(backend.Attach(*ring, 0, done.completer()).ok());
   Buffers buffers;
+};
+
+TEST_F(NullBackendTest, ReadsZeroesAndCompletesEverythingElseAtOnce) {
   // As the kernel does for a write: its data lands in the tag's buffer first.
   std::memset(buffers.tag(0), 0x77, 8192);
   backend.Submit(0, Io(abi::kIoOpWrite, 0, 8192, buffers.tag(0)));
@@ -336,12 +342,7 @@ TEST(NullBackend, ReadsZeroesAndCompletesEverythingElseAtOnce) {
 }
 
 // The queue maps tag buffers zeroed; reads on a tag no write dirtied leave its bytes alone.
-TEST(NullBackend, PureReadsTouchNoData) {
-  NullBackend backend(kDepth);
-  RecordingCompleter done;
-  std::unique_ptr<Ring> ring = std::move(*Ring::Create(8));
-  ASSERT_TRUE(backend.Attach(*ring, 0, done.completer()).ok());
-  Buffers buffers;
+TEST_F(NullBackendTest, PureReadsTouchNoData) {
   std::memset(buffers.tag(2), 0x5a, 4096);  // a marker only a memset would erase
   backend.Submit(1, Io(abi::kIoOpWrite, 0, 4096, buffers.tag(1)));
   EXPECT_EQ(done.Take(1), 4096);

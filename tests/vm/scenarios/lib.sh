@@ -88,12 +88,26 @@ run_cleanups() {
 trap run_cleanups EXIT
 
 # Succeeds once PID has exited (a child that exited but is not yet reaped is
-# a zombie, which kill -0 still reaches).
+# a zombie, which kill -0 still reaches). A zombie is gone only once every thread has: a killed
+# process whose leader exited while another thread is stuck in the kernel still holds its fds.
 process_gone() {
-  local stat
+  local stat tasks
   stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 0
   stat="${stat##*) }"
-  [[ "${stat%% *}" == Z ]]
+  [[ "${stat%% *}" == Z ]] || return 1
+  tasks=("/proc/$1/task"/*)
+  ((${#tasks[@]} <= 1))
+}
+
+# dump_kernel_stacks PID: where each of PID's threads waits in the kernel, and every blocked task
+# (sysrq w), for a process that does not exit.
+dump_kernel_stacks() {
+  local task
+  for task in "/proc/$1/task"/*; do
+    echo "--- $(cat "$task/comm" 2>/dev/null) (tid ${task##*/}, state $(awk '{print $3}' "$task/stat" 2>/dev/null))"
+    cat "$task/stack" 2>/dev/null
+  done
+  echo w >/proc/sysrq-trigger 2>/dev/null && dmesg | tail -n 300
 }
 
 # wait_gone PID SECONDS: polls until PID has exited; fails at the deadline.
@@ -183,7 +197,10 @@ kill_agent() {
   [[ -n "$AGENT_PID" ]] || fail "kill_agent: blkagent is not running"
   local pid="$AGENT_PID"
   kill -KILL "$pid"
-  wait_gone "$pid" 30 || fail "blkagent (pid $pid) still there 30s after SIGKILL"
+  if ! wait_gone "$pid" 30; then
+    dump_kernel_stacks "$pid" >&2
+    fail "blkagent (pid $pid) still there 30s after SIGKILL (kernel stacks above)"
+  fi
   wait "$pid" 2>/dev/null || true
   AGENT_PID=""
   echo "blkagent killed"

@@ -294,6 +294,16 @@ main() {
   storm delete-storm delete_storm_client
   check_back_to_start
 
+  if [[ "${BLK_VM_KERNEL:-}" == lts ]]; then
+    # 6.12 scans a new disk's partitions inside START_DEV, with reads our queues serve: a kill -9
+    # before they are served leaves them held for a recovery that cannot start, since the thread
+    # that sent START_DEV waits for it in the kernel (seen here: iou-wrk in read_part_sector under
+    # ublk_ctrl_start_dev, the gRPC thread in io_uring_cancel_generic). 7.x scans from a work
+    # item. A kernel defect the agent cannot avoid without giving up user recovery (README).
+    echo "skip: the kill -9 round (6.12 can hang a server killed inside START_DEV, see README)"
+    stop_agent
+    return
+  fi
   step "$CLIENTS clients create at once; kill -9 of the agent in the middle"
   STORM_KILL=kill_when_creating storm kill-storm kill_storm_client
   local gone survived

@@ -10,7 +10,8 @@
 # reader-only access mode stages the volume read-only (ro mount, ro device), a
 # readonly publish of a raw block volume staged read-write refuses the pod's
 # writes (a read-only loop device) while a read-write publish still writes,
-# and leaves no loop device behind. The controller
+# and leaves no loop device behind (one left unmounted, as a blk-csi stopped
+# between two steps leaves it, goes at the unstage). The controller
 # (--controller): CreateVolume of a StorageClass's parameters, twice the same
 # answer, its volume context staged and written by the node, DeleteVolume
 # refused while staged and idempotent after the unstage.
@@ -204,6 +205,9 @@ step "raw block readonly publish: the kernel refuses the pod's writes, the rw pu
 dev_ro="$WORK/pods/ro/volumeDevices/vblk"
 csi_twice NodePublishVolume "$(publish_request vblk block "$dev_ro" true)"
 expect_eq "loop devices over the ublk device" 1 "$(ublk_loops)"
+ro_loop="$(grep -l ublkb /sys/block/loop*/loop/backing_file | cut -d/ -f4)"
+expect_eq "$ro_loop read-only" 1 "$(cat "/sys/block/$ro_loop/ro")"
+expect_eq "$ro_loop direct I/O" 1 "$(cat "/sys/block/$ro_loop/loop/dio")"
 dd if="$dev_ro" bs=1M count=4 iflag=direct status=none | cmp - "$WORK/pattern" ||
   fail "the read-only target does not read the data"
 expect_fail_with "Operation not permitted|Read-only file system" "writing through the readonly publish" \
@@ -224,7 +228,14 @@ for target in "$dev_d" "$dev_e"; do
   csi_twice NodeUnpublishVolume "$(unpublish_request vblk "$target")"
   [[ ! -e "$target" ]] || fail "$target left behind"
 done
+# A loop device no mount uses any more, as blk-csi stopped between unmounting and detaching
+# leaves it (or between attaching and bind-mounting): the unstage detaches it.
+csi NodePublishVolume "$(publish_request vblk block "$dev_ro" true)" >/dev/null
+umount "$dev_ro"
+csi NodeUnpublishVolume "$(unpublish_request vblk "$dev_ro")" >/dev/null
+expect_eq "an unmounted loop device left over" 1 "$(ublk_loops)"
 csi_twice NodeUnstageVolume "$(unstage_request vblk)"
+expect_eq "loop devices after the unstage" 0 "$(ublk_loops)"
 expect_eq "agent volumes" 0 "$(agent_volumes)"
 csi_twice NodeStageVolume "$(stage_request vblk block "file://$blk_image" 32Mi)"
 csi_twice NodePublishVolume "$(publish_request vblk block "$dev_d")"

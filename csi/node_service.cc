@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <utility>
@@ -16,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "csi/grpc_status.h"
+#include "csi/mount_table.h"
+#include "csi/read_only_block.h"
 #include "csi/volume_capability.h"
 #include "csi/volume_context.h"
 
@@ -66,7 +69,30 @@ absl::Status MakeFile(const std::string& path) {
 }
 
 std::vector<std::string> MountFlags(const VolumeCapability& capability) {
-  return {capability.mount().mount_flags().begin(), capability.mount().mount_flags().end()};
+  std::vector<std::string> flags(capability.mount().mount_flags().begin(),
+                                 capability.mount().mount_flags().end());
+  if (IsReaderOnly(capability)) flags.push_back("ro");
+  return flags;
+}
+
+// The loop device bound at `target` ("loop3"), "" when the mount there is not a bind of a
+// loop device node (or there is none).
+absl::StatusOr<std::string> LoopBoundAt(const std::string& target) {
+  absl::StatusOr<std::vector<MountEntry>> table = ReadMountTable();
+  if (!table.ok()) return table.status();
+  std::string loop;
+  for (const MountEntry& entry : *table) {
+    if (entry.mount_point == target) loop = LoopNameOfMountRoot(entry.root);  // the top one
+  }
+  return loop;
+}
+
+// The block device the loop device `name` reads, from sysfs; "" when it is not bound.
+std::string LoopBackingFile(const std::string& name) {
+  std::ifstream file(absl::StrCat("/sys/block/", name, "/loop/backing_file"));
+  std::string backing;
+  if (file) std::getline(file, backing);
+  return backing;
 }
 
 // stat(2) of a request's volume_path: NOT_FOUND when nothing is there, as the spec asks of
@@ -116,8 +142,16 @@ grpc::Status NodeService::NodeStageVolume(grpc::ServerContext*,
                                                    request->volume_context().end());
   absl::StatusOr<blk::v1::Volume> volume = VolumeFromContext(request->volume_id(), context);
   if (!volume.ok()) return ToGrpc(volume.status());
+  // Reader-only access modes: the ublk device itself refuses writes, whatever the pod does.
+  volume->set_read_only(IsReaderOnly(request->volume_capability()));
 
   absl::MutexLock lock(&operations_mu_);
+  blk::v1::GetVolumeRequest get;
+  get.set_id(request->volume_id());
+  absl::StatusOr<blk::v1::GetVolumeResponse> existing = agent_.GetVolume(get);
+  if (!existing.ok() && existing.status().code() != absl::StatusCode::kNotFound) {
+    return ToGrpc(existing.status());
+  }
   // The agent's CreateVolume is idempotent: the same spec again is fine, a different one is
   // ALREADY_EXISTS, which is also the spec's code for "staged with an incompatible volume".
   blk::v1::CreateVolumeRequest create;
@@ -127,7 +161,19 @@ grpc::Status NodeService::NodeStageVolume(grpc::ServerContext*,
   absl::StatusOr<std::string> device = LiveDevice(request->volume_id());
   if (!device.ok()) return ToGrpc(device.status());
   if (request->volume_capability().has_block()) return grpc::Status::OK;
-  return StageFilesystem(*request, *device);
+  grpc::Status staged = StageFilesystem(*request, *device);
+  if (!staged.ok() && !existing.ok()) {
+    // This call created the agent volume: a failed stage leaves none behind (not forced: a
+    // device someone opened meanwhile stays, and the answer says so).
+    blk::v1::DeleteVolumeRequest remove;
+    remove.set_id(request->volume_id());
+    if (absl::Status removed = agent_.DeleteVolume(remove).status(); !removed.ok()) {
+      return grpc::Status(
+          staged.error_code(),
+          absl::StrCat(staged.error_message(), "; the agent volume stays: ", removed.message()));
+    }
+  }
+  return staged;
 }
 
 grpc::Status NodeService::StageFilesystem(const ::csi::v1::NodeStageVolumeRequest& request,
@@ -148,6 +194,14 @@ grpc::Status NodeService::StageFilesystem(const ::csi::v1::NodeStageVolumeReques
   absl::StatusOr<std::string> found = mounter_.FilesystemType(device);
   if (!found.ok()) return ToGrpc(found.status());
   if (found->empty()) {
+    if (IsReaderOnly(request.volume_capability())) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          absl::StrCat(device, " of volume ", request.volume_id(),
+                                       " holds no file system, and a reader-only access mode (",
+                                       VolumeCapability::AccessMode::Mode_Name(
+                                           request.volume_capability().access_mode().mode()),
+                                       ") stages it read-only: it cannot be formatted"));
+    }
     absl::Status made = mounter_.MakeFilesystem(device, fs_type);
     if (!made.ok()) return ToGrpc(made);
   } else if (*found != fs_type) {
@@ -175,14 +229,26 @@ grpc::Status NodeService::NodeUnstageVolume(grpc::ServerContext*,
   }
   const std::string device = got.ok() ? got->volume().status().device_path() : "";
   if (!device.empty()) {
-    // Still published somewhere: unstaging now would pull the device from under a pod.
+    // Still published somewhere (the device node, the file system, or a read-only loop device
+    // over it): unstaging now would pull the device from under a pod.
     absl::StatusOr<std::vector<std::string>> mounts =
         mounter_.MountsOf(device, request->staging_target_path());
     if (!mounts.ok()) return ToGrpc(mounts.status());
+    absl::StatusOr<std::vector<std::string>> loops = OwnedLoopsOver(device);
+    if (!loops.ok()) return ToGrpc(loops.status());
+    for (const std::string& loop : *loops) {
+      absl::StatusOr<std::vector<std::string>> loop_mounts = mounter_.MountsOf(loop, "");
+      if (!loop_mounts.ok()) return ToGrpc(loop_mounts.status());
+      mounts->insert(mounts->end(), loop_mounts->begin(), loop_mounts->end());
+    }
     if (!mounts->empty()) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           absl::StrCat("volume ", request->volume_id(), " (", device,
                                        ") is still mounted at ", absl::StrJoin(*mounts, ", ")));
+    }
+    // Unmounted loop devices a crash between attaching and bind-mounting left behind.
+    for (const std::string& loop : *loops) {
+      if (absl::Status detached = DetachLoop(loop); !detached.ok()) return ToGrpc(detached);
     }
   }
   absl::Status unmounted = mounter_.Unmount(request->staging_target_path());
@@ -222,7 +288,8 @@ grpc::Status NodeService::NodePublishVolume(grpc::ServerContext*,
   if (request->volume_capability().has_block()) {
     absl::Status file = MakeFile(target);
     if (!file.ok()) return ToGrpc(file);
-    return ToGrpc(mounter_.BindMount(*device, target, request->readonly()));
+    if (!request->readonly()) return ToGrpc(mounter_.BindMount(*device, target, false));
+    return PublishReadOnlyBlock(*device, target);
   }
   const std::string& staging = request->staging_target_path();
   absl::StatusOr<bool> staged = mounter_.IsMountPoint(staging);
@@ -237,6 +304,32 @@ grpc::Status NodeService::NodePublishVolume(grpc::ServerContext*,
   return ToGrpc(mounter_.BindMount(staging, target, request->readonly()));
 }
 
+grpc::Status NodeService::PublishReadOnlyBlock(const std::string& device,
+                                               const std::string& target) {
+  absl::StatusOr<std::string> loop = AttachReadOnlyLoop(device);
+  if (!loop.ok()) return ToGrpc(loop.status());
+  absl::Status bound = mounter_.BindMount(*loop, target, /*read_only=*/true);
+  if (!bound.ok()) {
+    if (absl::Status detached = DetachLoop(*loop); !detached.ok()) {
+      return ToGrpc(
+          absl::Status(bound.code(), absl::StrCat(bound.message(), "; and ", detached.message())));
+    }
+  }
+  return ToGrpc(bound);
+}
+
+grpc::Status NodeService::ReleaseUnusedLoops(const std::string& device) {
+  absl::StatusOr<std::vector<std::string>> loops = OwnedLoopsOver(device);
+  if (!loops.ok()) return ToGrpc(loops.status());
+  for (const std::string& loop : *loops) {
+    absl::StatusOr<std::vector<std::string>> mounts = mounter_.MountsOf(loop, "");
+    if (!mounts.ok()) return ToGrpc(mounts.status());
+    if (!mounts->empty()) continue;  // another read-only publish
+    if (absl::Status detached = DetachLoop(loop); !detached.ok()) return ToGrpc(detached);
+  }
+  return grpc::Status::OK;
+}
+
 grpc::Status NodeService::NodeUnpublishVolume(grpc::ServerContext*,
                                               const ::csi::v1::NodeUnpublishVolumeRequest* request,
                                               ::csi::v1::NodeUnpublishVolumeResponse*) {
@@ -245,6 +338,10 @@ grpc::Status NodeService::NodeUnpublishVolume(grpc::ServerContext*,
     if (!check.ok()) return check;
   }
   absl::MutexLock lock(&operations_mu_);
+  // A read-only raw block publish: the loop device goes once its bind is unmounted.
+  absl::StatusOr<std::string> loop = LoopBoundAt(request->target_path());
+  if (!loop.ok()) return ToGrpc(loop.status());
+  const std::string loop_device = loop->empty() ? "" : LoopBackingFile(*loop);
   absl::Status unmounted = mounter_.Unmount(request->target_path());
   if (!unmounted.ok()) return ToGrpc(unmounted);
   // The spec has the plugin remove what it created at the target path.
@@ -255,6 +352,9 @@ grpc::Status NodeService::NodeUnpublishVolume(grpc::ServerContext*,
         grpc::StatusCode::INTERNAL,
         absl::StrCat("cannot remove ", request->target_path(), ": ", error.message()));
   }
+  // Every unmounted loop device of ours over the same device: this one, and any a crash
+  // between attaching and bind-mounting left.
+  if (!loop_device.empty()) return ReleaseUnusedLoops(loop_device);
   return grpc::Status::OK;
 }
 

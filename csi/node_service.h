@@ -11,7 +11,9 @@ namespace blk::csi {
 
 // CSI Node: stage = the agent volume (created from the volume context) plus,
 // in filesystem mode, a file system mounted at the staging path; publish = a
-// bind of that mount (or of the device node, raw block) at the target path.
+// bind of that mount (or of the device node, raw block; of a read-only loop
+// device over it for readonly=true) at the target path. Reader-only access
+// modes stage the agent volume read-only (and mount its file system ro).
 // Every call is idempotent. Required fields are checked before anything is
 // touched. The calls that change state run one at a time: they are short,
 // and the kubelet may retry a call while the first one still runs.
@@ -52,6 +54,11 @@ class NodeService final : public ::csi::v1::Node::Service {
   absl::StatusOr<std::string> LiveDevice(const std::string& volume_id);
   grpc::Status StageFilesystem(const ::csi::v1::NodeStageVolumeRequest& request,
                                const std::string& device);
+  // readonly=true raw block: a read-only loop device over `device` bound at `target`, so that
+  // the kernel refuses the pod's writes while other publishes still write.
+  grpc::Status PublishReadOnlyBlock(const std::string& device, const std::string& target);
+  // Detaches blk-csi's loop devices over `device` that no mount uses.
+  grpc::Status ReleaseUnusedLoops(const std::string& device);
 
   const std::string node_id_;
   const std::string topology_key_;

@@ -32,4 +32,10 @@ absl::Status CheckVolumeCapability(const VolumeCapability& capability) {
   return absl::OkStatus();
 }
 
+bool IsReaderOnly(const VolumeCapability& capability) {
+  const VolumeCapability::AccessMode::Mode mode = capability.access_mode().mode();
+  return mode == VolumeCapability::AccessMode::SINGLE_NODE_READER_ONLY ||
+         mode == VolumeCapability::AccessMode::MULTI_NODE_READER_ONLY;
+}
+
 }  // namespace blk::csi

@@ -10,4 +10,9 @@ namespace blk::csi {
 // saying why not otherwise. The Node and the Controller service ask the same.
 absl::Status CheckVolumeCapability(const ::csi::v1::VolumeCapability& capability);
 
+// Whether `capability`'s access mode only reads (SINGLE_NODE_READER_ONLY,
+// MULTI_NODE_READER_ONLY): such a volume is staged read-only, the ublk device
+// read-only in the kernel.
+bool IsReaderOnly(const ::csi::v1::VolumeCapability& capability);
+
 }  // namespace blk::csi

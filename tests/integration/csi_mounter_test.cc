@@ -1,6 +1,7 @@
 // blk-csi's Mounter on a real loop device on the host: blkid, mkfs, mount(2),
-// read-only binds, device node binds and the mount table. Needs root and
-// loop devices; skipped without them.
+// read-only binds, device node binds and the mount table; and the read-only
+// loop device over it (read_only_block). Needs root and loop devices; skipped
+// without them.
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,9 +9,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "csi/mounter.h"
+#include "csi/read_only_block.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -85,6 +90,59 @@ TEST_F(MounterTest, FormatsMountsBindsAndFindsEveryUse) {
   ASSERT_TRUE(mounter_.Unmount(staging).ok());
   EXPECT_FALSE(*mounter_.IsMountPoint(staging));
   EXPECT_TRUE(mounter_.Unmount(dir_ + "/never-existed").ok());
+}
+
+// Writes one aligned 4 KiB block at offset 0 through `node` with O_DIRECT; the errno, 0 on success.
+int WriteDirect(const std::string& node, char fill) {
+  const int fd = ::open(node.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+  if (fd < 0) return errno;
+  void* buffer = nullptr;
+  if (::posix_memalign(&buffer, 4096, 4096) != 0) return ENOMEM;
+  std::memset(buffer, fill, 4096);
+  const int err = ::pwrite(fd, buffer, 4096, 0) == 4096 ? 0 : errno;
+  ::free(buffer);
+  ::close(fd);
+  return err;
+}
+
+char ReadFirstByte(const std::string& node) {
+  char byte = 0;
+  const int fd = ::open(node.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  if (::pread(fd, &byte, 1, 0) != 1) byte = 0;
+  ::close(fd);
+  return byte;
+}
+
+TEST_F(MounterTest, AReadOnlyLoopRefusesWritesTheDeviceStillTakes) {
+  ASSERT_EQ(WriteDirect(device_, 'a'), 0);
+  absl::StatusOr<std::string> loop = AttachReadOnlyLoop(device_);
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  EXPECT_EQ(ReadFirstByte(*loop), 'a');
+  // Through a bind at a file, as a pod sees it.
+  const std::string node = dir_ + "/node";
+  ::close(::open(node.c_str(), O_CREAT | O_WRONLY, 0600));
+  ASSERT_TRUE(mounter_.BindMount(*loop, node, /*read_only=*/true).ok());
+  const int refused = WriteDirect(node, 'b');
+  EXPECT_TRUE(refused == EROFS || refused == EPERM || refused == EACCES)
+      << "a write through the read-only loop device: " << std::strerror(refused);
+  EXPECT_EQ(WriteDirect(device_, 'c'), 0) << "the device itself stays writable";
+  EXPECT_EQ(ReadFirstByte(node), 'c') << "direct I/O: the loop device reads the device's data";
+  EXPECT_EQ(CommandOutput("cat /sys/block/" + loop->substr(5) + "/loop/dio"), "1");
+
+  EXPECT_THAT(*OwnedLoopsOver(device_), ElementsAre(*loop));
+  EXPECT_THAT(*mounter_.MountsOf(*loop, ""), ElementsAre(node));
+  ASSERT_TRUE(mounter_.Unmount(node).ok());
+  ASSERT_TRUE(DetachLoop(*loop).ok());
+  EXPECT_TRUE(DetachLoop(*loop).ok()) << "detaching twice is fine";
+  EXPECT_THAT(*OwnedLoopsOver(device_), IsEmpty());
+}
+
+TEST_F(MounterTest, ALoopDeviceNotMadeByBlkCsiIsNotOwned) {
+  const std::string foreign = CommandOutput("losetup -f --show -r " + device_ + " 2>/dev/null");
+  ASSERT_FALSE(foreign.empty());
+  EXPECT_THAT(*OwnedLoopsOver(device_), IsEmpty());
+  CommandOutput("losetup -d " + foreign);
 }
 
 }  // namespace

@@ -78,6 +78,8 @@ main() {
     echo "guest-init: modprobe null_blk failed"
   # Scenarios mount file systems on ublk devices (e.g. to test deletes of mounted volumes).
   modprobe -d "$job_modbase" ext4 || echo "guest-init: modprobe ext4 failed"
+  # blk-csi's read-only raw block publishes are loop devices over ublk devices.
+  modprobe -d "$job_modbase" loop || echo "guest-init: modprobe loop failed"
 
   read -r uptime _ </proc/uptime
   echo "$uptime" >"$blk_out/.vm/boot-seconds"

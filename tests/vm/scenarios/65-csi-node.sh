@@ -6,7 +6,12 @@
 # unstaged (the agent volume deleted), staged again with its data still
 # there; a raw block volume the same way with dd; every call made twice
 # (idempotent); missing required fields, a conflicting restage and an unstage
-# of a still-published volume refused with the spec's codes. The controller
+# of a still-published volume refused with the spec's codes; read-only: a
+# reader-only access mode stages the volume read-only (ro mount, ro device), a
+# readonly publish of a raw block volume staged read-write refuses the pod's
+# writes (a read-only loop device) while a read-write publish still writes,
+# and leaves no loop device behind (one left unmounted, as a blk-csi stopped
+# between two steps leaves it, goes at the unstage). The controller
 # (--controller): CreateVolume of a StorageClass's parameters, twice the same
 # answer, its volume context staged and written by the node, DeleteVolume
 # refused while staged and idempotent after the unstage.
@@ -26,18 +31,19 @@ csi_twice() {
 mounted() { mountpoint -q "$1"; }
 
 
-capability() { # block|ext4 [readonly]
+capability() { # block|ext4 [access mode]
+  local mode="${2:-SINGLE_NODE_WRITER}"
   if [[ "$1" == block ]]; then
-    echo 'volume_capability { block {} access_mode { mode: SINGLE_NODE_WRITER } }'
+    echo "volume_capability { block {} access_mode { mode: $mode } }"
   else
-    echo "volume_capability { mount { fs_type: \"$1\" } access_mode { mode: SINGLE_NODE_WRITER } }"
+    echo "volume_capability { mount { fs_type: \"$1\" } access_mode { mode: $mode } }"
   fi
 }
 context() { # backend-uri size
   echo "volume_context { key: \"backend\" value: \"$1\" } volume_context { key: \"size\" value: \"$2\" }"
 }
-stage_request() { # id kind backend size
-  echo "volume_id: \"$1\" staging_target_path: \"$WORK/staging/$1\" $(capability "$2") $(context "$3" "$4")"
+stage_request() { # id kind backend size [access mode]
+  echo "volume_id: \"$1\" staging_target_path: \"$WORK/staging/$1\" $(capability "$2" "${5:-}") $(context "$3" "$4")"
 }
 unstage_request() { echo "volume_id: \"$1\" staging_target_path: \"$WORK/staging/$1\""; }
 publish_request() { # id kind target [readonly]
@@ -46,15 +52,11 @@ publish_request() { # id kind target [readonly]
 }
 unpublish_request() { echo "volume_id: \"$1\" target_path: \"$2\""; }
 agent_volumes() { ctl list-volumes -o json | jq '.volumes | length'; }
+# Loop devices bound over a ublk device (blk-csi's read-only views).
+ublk_loops() { grep -l ublkb /sys/block/loop*/loop/backing_file 2>/dev/null | wc -l; }
 
 start_agent
-mkdir -p "$WORK/csi"
-blk-csi --endpoint "unix://$CSI_SOCKET" --agent-socket "$AGENT_SOCKET" --node-id vm-node \
-  --controller >>"$LOG_DIR/blk-csi.log" 2>&1 &
-CSI_PID=$!
-on_exit stop_csi
-on_exit unmount_all
-wait_for "blk-csi on $CSI_SOCKET" 30 test -S "$CSI_SOCKET"
+start_csi --controller
 
 step "identity, capabilities, node info"
 expect_eq "plugin name" 1 "$(csi GetPluginInfo | grep -c '^name: "blk.csi.storage"')"
@@ -173,6 +175,14 @@ expect_eq "first line after restage" "written by pod a" "$(head -n1 "$WORK/stagi
 expect_eq "second line after restage" "appended after the restart" "$(tail -n1 "$WORK/staging/vfs/data")"
 csi_twice NodeUnstageVolume "$(unstage_request vfs)"
 
+step "reader-only access mode: the device read-only, the file system mounted ro"
+csi_twice NodeStageVolume "$(stage_request vfs ext4 "file://$fs_image" 64Mi SINGLE_NODE_READER_ONLY)"
+expect_eq "ublk device read-only" 1 "$(blockdev --getro "$(volume_device vfs)")"
+expect_eq "staging mount options" ro "$(findmnt -n -o OPTIONS "$WORK/staging/vfs" | cut -d, -f1)"
+expect_eq "data readable" "written by pod a" "$(head -n1 "$WORK/staging/vfs/data")"
+expect_fail "writing to a reader-only volume" touch "$WORK/staging/vfs/nope"
+csi_twice NodeUnstageVolume "$(unstage_request vfs)"
+
 step "raw block volume: stage, publish at two targets, twice each"
 blk_image="$WORK/blk.img"
 csi_twice NodeStageVolume "$(stage_request vblk block "file://$blk_image" 32Mi)"
@@ -191,12 +201,41 @@ expect_eq "block size in stats" 1 "$(grep -c "total: $((32 << 20))" <<<"$stats")
 expect_fail_with FAILED_PRECONDITION "unstage of a published block volume" \
   csi NodeUnstageVolume "$(unstage_request vblk)"
 
+step "raw block readonly publish: the kernel refuses the pod's writes, the rw publish still writes"
+dev_ro="$WORK/pods/ro/volumeDevices/vblk"
+csi_twice NodePublishVolume "$(publish_request vblk block "$dev_ro" true)"
+expect_eq "loop devices over the ublk device" 1 "$(ublk_loops)"
+ro_loop="$(grep -l ublkb /sys/block/loop*/loop/backing_file | cut -d/ -f4)"
+expect_eq "$ro_loop read-only" 1 "$(cat "/sys/block/$ro_loop/ro")"
+expect_eq "$ro_loop direct I/O" 1 "$(cat "/sys/block/$ro_loop/loop/dio")"
+dd if="$dev_ro" bs=1M count=4 iflag=direct status=none | cmp - "$WORK/pattern" ||
+  fail "the read-only target does not read the data"
+expect_fail_with "Operation not permitted|Read-only file system" "writing through the readonly publish" \
+  dd if=/dev/zero of="$dev_ro" bs=4k count=1 oflag=direct status=none
+dd if=/dev/zero of="$dev_d" bs=4k count=1 oflag=direct conv=fsync status=none ||
+  fail "the read-write publish no longer writes"
+dd if="$dev_ro" bs=4k count=1 iflag=direct status=none | cmp -s - <(head -c 4096 /dev/zero) ||
+  fail "the read-only target does not see the read-write publish's write"
+dd if="$WORK/pattern" of="$dev_d" bs=1M oflag=direct conv=fsync status=none
+expect_fail_with FAILED_PRECONDITION "unstage while published read-only" \
+  csi NodeUnstageVolume "$(unstage_request vblk)"
+csi_twice NodeUnpublishVolume "$(unpublish_request vblk "$dev_ro")"
+[[ ! -e "$dev_ro" ]] || fail "$dev_ro left behind"
+expect_eq "loop devices after the unpublish" 0 "$(ublk_loops)"
+
 step "raw block: unpublish, unstage, stage again: data still there"
 for target in "$dev_d" "$dev_e"; do
   csi_twice NodeUnpublishVolume "$(unpublish_request vblk "$target")"
   [[ ! -e "$target" ]] || fail "$target left behind"
 done
+# A loop device no mount uses any more, as blk-csi stopped between unmounting and detaching
+# leaves it (or between attaching and bind-mounting): the unstage detaches it.
+csi NodePublishVolume "$(publish_request vblk block "$dev_ro" true)" >/dev/null
+umount "$dev_ro"
+csi NodeUnpublishVolume "$(unpublish_request vblk "$dev_ro")" >/dev/null
+expect_eq "an unmounted loop device left over" 1 "$(ublk_loops)"
 csi_twice NodeUnstageVolume "$(unstage_request vblk)"
+expect_eq "loop devices after the unstage" 0 "$(ublk_loops)"
 expect_eq "agent volumes" 0 "$(agent_volumes)"
 csi_twice NodeStageVolume "$(stage_request vblk block "file://$blk_image" 32Mi)"
 csi_twice NodePublishVolume "$(publish_request vblk block "$dev_d")"

@@ -1,4 +1,4 @@
-# The blk-csi helpers scenarios 65 and 67 share; sourced after lib.sh.
+# The blk-csi helpers scenarios 65, 67 and 68 share; sourced after lib.sh.
 
 CSI_SOCKET="$WORK/csi/csi.sock"
 CSI_PID=""
@@ -11,12 +11,32 @@ stop_csi() {
   CSI_PID=""
 }
 
+# blk-csi on $CSI_SOCKET for the agent started before (extra flags: e.g. --controller), stopped
+# and its mounts undone on exit.
+start_csi() {
+  mkdir -p "$(dirname "$CSI_SOCKET")"
+  blk-csi --endpoint "unix://$CSI_SOCKET" --agent-socket "$AGENT_SOCKET" --node-id vm-node \
+    "$@" >>"$LOG_DIR/blk-csi.log" 2>&1 &
+  CSI_PID=$!
+  on_exit stop_csi
+  on_exit unmount_all
+  wait_for "blk-csi on $CSI_SOCKET" 30 test -S "$CSI_SOCKET"
+}
+
 csi() { blk_csi_client "unix://$CSI_SOCKET" "$@"; }
 
-# On failure: the mounts under $WORK go first (deepest first), so the volumes' devices can go.
+# On failure: the mounts under $WORK go first (deepest first), then the loop devices over
+# ublk devices, so the volumes' devices can go.
 unmount_all() {
   findmnt -rn -o TARGET | grep "^$WORK/" | sort -r | while read -r target; do
     umount "$target" || echo "cleanup: cannot unmount $target" >&2
+  done
+  # blk-csi's read-only loop devices over ublk devices hold them open.
+  local backing
+  for backing in /sys/block/loop*/loop/backing_file; do
+    grep -q '^/dev/ublkb' "$backing" 2>/dev/null || continue
+    backing="${backing#/sys/block/}"
+    losetup -d "/dev/${backing%%/*}" || echo "cleanup: cannot detach /dev/${backing%%/*}" >&2
   done
   return 0
 }

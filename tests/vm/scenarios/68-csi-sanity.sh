@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# A csi-sanity-like suite of our own, on the real blk-csi, the real agent and
+# real mkfs/mount: what kubernetes-csi's csi-sanity checks of the Identity and
+# Node services. Every required field refused with INVALID_ARGUMENT; every
+# call idempotent (stage, publish, unpublish, unstage twice; unstage and
+# unpublish of what is not there); plugin info, capabilities (exactly what is
+# served), probe, node info; NodeGetVolumeStats and NodeExpandVolume NOT_FOUND
+# for an unknown volume or path; a filesystem and a raw block volume through
+# their whole life (read-only publishes included); the reader-only access
+# modes. All checks run on one channel by one blk_csi_client (--checks): one
+# line per check, PASS or FAIL.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/csi_lib.sh"
+newest_kernel_only "blk-csi's answers do not depend on the kernel"
+
+S="$WORK/sanity"
+mkdir -p "$S"
+CHECKS="$WORK/checks"
+: >"$CHECKS"
+check() { # NAME METHOD CODE [REQUEST [=RESPONSE|~TEXT]]
+  local line="$1 | $2 | $3 | ${4:-}"
+  [[ $# -lt 5 ]] || line+=" | $5"
+  echo "$line" >>"$CHECKS"
+}
+
+cap() { # block|ext4 [access mode]
+  local mode="${2:-SINGLE_NODE_WRITER}"
+  if [[ "$1" == block ]]; then
+    echo "volume_capability { block {} access_mode { mode: $mode } }"
+  else
+    echo "volume_capability { mount { fs_type: \"$1\" } access_mode { mode: $mode } }"
+  fi
+}
+ctx() { echo "volume_context { key: \"backend\" value: \"file://$S/$1.img\" } volume_context { key: \"size\" value: \"$2\" }"; }
+stage() { echo "volume_id: \"$1\" staging_target_path: \"$S/staging/$1\" $(cap "$2" "${3:-}") $(ctx "$1" 16Mi)"; }
+unstage() { echo "volume_id: \"$1\" staging_target_path: \"$S/staging/$1\""; }
+publish() { # id kind target readonly [access mode]
+  echo "volume_id: \"$1\" staging_target_path: \"$S/staging/$1\" target_path: \"$3\" $(cap "$2" "${5:-}") readonly: $4"
+}
+unpublish() { echo "volume_id: \"$1\" target_path: \"$2\""; }
+
+# --- Identity
+check "GetPluginInfo: name" GetPluginInfo OK "" '~name: "blk.csi.storage"'
+check "GetPluginInfo: vendor_version" GetPluginInfo OK "" '~vendor_version: "'
+check "GetPluginCapabilities: none without --controller" GetPluginCapabilities OK "" "="
+check "Probe: ready" Probe OK "" "=ready { value: true }"
+
+# --- NodeGetCapabilities / NodeGetInfo
+check "NodeGetCapabilities: exactly what is served" NodeGetCapabilities OK "" \
+  "=capabilities { rpc { type: STAGE_UNSTAGE_VOLUME } } capabilities { rpc { type: GET_VOLUME_STATS } } capabilities { rpc { type: EXPAND_VOLUME } } capabilities { rpc { type: VOLUME_CONDITION } }"
+check "NodeGetInfo: node id and topology" NodeGetInfo OK "" \
+  '=node_id: "vm-node" accessible_topology { segments { key: "blk.csi.storage/node" value: "vm-node" } }'
+
+# --- Required fields and bad values: INVALID_ARGUMENT, nothing created
+st="staging_target_path: \"$S/staging/x\""
+check "stage: no volume_id" NodeStageVolume INVALID_ARGUMENT "$st $(cap ext4) $(ctx x 16Mi)"
+check "stage: no staging_target_path" NodeStageVolume INVALID_ARGUMENT "volume_id: \"x\" $(cap ext4) $(ctx x 16Mi)"
+check "stage: relative staging_target_path" NodeStageVolume INVALID_ARGUMENT "volume_id: \"x\" staging_target_path: \"staging/x\" $(cap ext4) $(ctx x 16Mi)"
+check "stage: no volume_capability" NodeStageVolume INVALID_ARGUMENT "volume_id: \"x\" $st $(ctx x 16Mi)"
+check "stage: capability without access type" NodeStageVolume INVALID_ARGUMENT "volume_id: \"x\" $st volume_capability { access_mode { mode: SINGLE_NODE_WRITER } } $(ctx x 16Mi)"
+check "stage: multi-node writer" NodeStageVolume INVALID_ARGUMENT "volume_id: \"x\" $st $(cap block MULTI_NODE_MULTI_WRITER) $(ctx x 16Mi)"
+check "stage: unsupported fs_type" NodeStageVolume INVALID_ARGUMENT "volume_id: \"x\" $st $(cap btrfs) $(ctx x 16Mi)"
+check "stage: no backend in the context" NodeStageVolume INVALID_ARGUMENT "volume_id: \"x\" $st $(cap ext4)"
+check "unstage: no volume_id" NodeUnstageVolume INVALID_ARGUMENT "$st"
+check "unstage: no staging_target_path" NodeUnstageVolume INVALID_ARGUMENT 'volume_id: "x"'
+tp="target_path: \"$S/pods/x\""
+check "publish: no volume_id" NodePublishVolume INVALID_ARGUMENT "$st $tp $(cap ext4)"
+check "publish: no staging_target_path" NodePublishVolume INVALID_ARGUMENT "volume_id: \"x\" $tp $(cap ext4)"
+check "publish: no target_path" NodePublishVolume INVALID_ARGUMENT "volume_id: \"x\" $st $(cap ext4)"
+check "publish: no volume_capability" NodePublishVolume INVALID_ARGUMENT "volume_id: \"x\" $st $tp"
+check "unpublish: no volume_id" NodeUnpublishVolume INVALID_ARGUMENT "$tp"
+check "unpublish: no target_path" NodeUnpublishVolume INVALID_ARGUMENT 'volume_id: "x"'
+check "stats: no volume_id" NodeGetVolumeStats INVALID_ARGUMENT "volume_path: \"$S\""
+check "stats: no volume_path" NodeGetVolumeStats INVALID_ARGUMENT 'volume_id: "x"'
+check "expand: no volume_id" NodeExpandVolume INVALID_ARGUMENT "volume_path: \"$S\""
+check "expand: no volume_path" NodeExpandVolume INVALID_ARGUMENT 'volume_id: "x"'
+check "expand: negative required_bytes" NodeExpandVolume INVALID_ARGUMENT "volume_id: \"x\" volume_path: \"$S\" capacity_range { required_bytes: -1 }"
+
+# --- What is not there
+check "stats: unknown volume" NodeGetVolumeStats NOT_FOUND "volume_id: \"unknown\" volume_path: \"$S\""
+check "stats: unknown path" NodeGetVolumeStats NOT_FOUND "volume_id: \"unknown\" volume_path: \"$S/none\""
+check "expand: unknown volume" NodeExpandVolume NOT_FOUND "volume_id: \"unknown\" volume_path: \"$S\""
+check "publish: volume not staged" NodePublishVolume NOT_FOUND "$(publish unknown ext4 "$S/pods/x" false)"
+check "unpublish: nothing published there" NodeUnpublishVolume OK "$(unpublish unknown "$S/pods/x")"
+check "unstage: unknown volume" NodeUnstageVolume OK "$(unstage unknown)"
+
+# --- A filesystem volume through its life, every call twice
+for i in 1 2; do check "stage fs #$i (mkfs ext4 + mount)" NodeStageVolume OK "$(stage vfs ext4)"; done
+check "stage fs again with another size" NodeStageVolume ALREADY_EXISTS \
+  "volume_id: \"vfs\" staging_target_path: \"$S/staging/vfs\" $(cap ext4) $(ctx vfs 32Mi)"
+for i in 1 2; do
+  check "publish fs #$i" NodePublishVolume OK "$(publish vfs ext4 "$S/pods/a" false)"
+  check "publish fs read-only #$i" NodePublishVolume OK "$(publish vfs ext4 "$S/pods/ro" true)"
+done
+check "stats fs: bytes and inodes" NodeGetVolumeStats OK "volume_id: \"vfs\" volume_path: \"$S/pods/a\"" "~unit: INODES"
+check "stats fs: condition normal" NodeGetVolumeStats OK "volume_id: \"vfs\" volume_path: \"$S/pods/a\"" '~volume_condition { message: "live" }'
+for i in 1 2; do
+  check "expand fs to its size #$i" NodeExpandVolume OK \
+    "volume_id: \"vfs\" volume_path: \"$S/pods/a\" capacity_range { required_bytes: $((16 << 20)) }" \
+    "=capacity_bytes: $((16 << 20))"
+done
+check "expand fs: unknown path" NodeExpandVolume NOT_FOUND "volume_id: \"vfs\" volume_path: \"$S/pods/none\""
+check "unstage fs while published" NodeUnstageVolume FAILED_PRECONDITION "$(unstage vfs)"
+for i in 1 2; do
+  check "unpublish fs #$i" NodeUnpublishVolume OK "$(unpublish vfs "$S/pods/a")"
+  check "unpublish fs read-only #$i" NodeUnpublishVolume OK "$(unpublish vfs "$S/pods/ro")"
+done
+for i in 1 2; do check "unstage fs #$i" NodeUnstageVolume OK "$(unstage vfs)"; done
+check "stats fs after unstage: gone" NodeGetVolumeStats NOT_FOUND "volume_id: \"vfs\" volume_path: \"$S\""
+
+# --- A raw block volume through its life, every call twice
+for i in 1 2; do check "stage block #$i" NodeStageVolume OK "$(stage vblk block)"; done
+for i in 1 2; do
+  check "publish block #$i" NodePublishVolume OK "$(publish vblk block "$S/pods/d/vblk" false)"
+  check "publish block read-only #$i" NodePublishVolume OK "$(publish vblk block "$S/pods/e/vblk" true)"
+done
+check "stats block: its size" NodeGetVolumeStats OK "volume_id: \"vblk\" volume_path: \"$S/pods/d/vblk\"" "~total: $((16 << 20))"
+check "unstage block while published read-only" NodeUnstageVolume FAILED_PRECONDITION "$(unstage vblk)"
+for i in 1 2; do
+  check "unpublish block #$i" NodeUnpublishVolume OK "$(unpublish vblk "$S/pods/d/vblk")"
+  check "unpublish block read-only #$i" NodeUnpublishVolume OK "$(unpublish vblk "$S/pods/e/vblk")"
+done
+for i in 1 2; do check "unstage block #$i" NodeUnstageVolume OK "$(unstage vblk)"; done
+
+# --- Reader-only access modes
+check "stage reader-only fs of an empty volume: cannot format" NodeStageVolume FAILED_PRECONDITION \
+  "$(stage vempty ext4 SINGLE_NODE_READER_ONLY)"
+check "the refused stage left no agent volume" NodeGetVolumeStats NOT_FOUND "volume_id: \"vempty\" volume_path: \"$S\""
+for i in 1 2; do
+  check "stage reader-only block #$i" NodeStageVolume OK "$(stage vro block MULTI_NODE_READER_ONLY)"
+done
+check "stage it again read-write" NodeStageVolume ALREADY_EXISTS "$(stage vro block)"
+for i in 1 2; do
+  check "publish reader-only block #$i" NodePublishVolume OK \
+    "$(publish vro block "$S/pods/f/vro" true MULTI_NODE_READER_ONLY)"
+done
+for i in 1 2; do check "unpublish reader-only block #$i" NodeUnpublishVolume OK "$(unpublish vro "$S/pods/f/vro")"; done
+for i in 1 2; do check "unstage reader-only block #$i" NodeUnstageVolume OK "$(unstage vro)"; done
+
+start_agent
+start_csi
+
+step "$(grep -c . "$CHECKS") checks on one channel"
+csi --checks "$CHECKS" || fail "sanity checks failed (FAIL lines above)"
+
+step "nothing left behind"
+expect_eq "mounts under $S" 0 "$(findmnt -rn -o TARGET | grep -c "^$S/")"
+expect_eq "agent volumes" 0 "$(ctl list-volumes -o json | jq '.volumes | length')"
+expect_eq "loop devices over ublk devices" 0 \
+  "$(grep -l ublkb /sys/block/loop*/loop/backing_file 2>/dev/null | wc -l)"
+for target in "$S/pods/a" "$S/pods/ro" "$S/pods/d/vblk" "$S/pods/e/vblk" "$S/pods/f/vro"; do
+  [[ ! -e "$target" ]] || fail "unpublish left $target behind"
+done
+stop_csi
+stop_agent

@@ -175,6 +175,7 @@ absl::Status Queue::CreateRing() {
       Ring::Create(entries, setup_.storage.big_ring_entries);
   if (!ring.ok()) return ring.status();
   ring_ = std::move(*ring);
+  ring_->RegisterFdForThisThread();
   return absl::OkStatus();
 }
 

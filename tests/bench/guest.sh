@@ -13,8 +13,10 @@
 #         NVMe volume in copy and in zero-copy mode (where the kernel has
 #         UBLK_F_AUTO_BUF_REG). fio: iops, lat, seq over the first 512 MiB.
 #   nbd   one nbdkit memory export on loopback TCP through the kernel's NBD
-#         client (nbd-client, one connection) and through an NBD volume (one
-#         queue, one connection). fio: iops, 1 job, over the first 256 MiB.
+#         client (nbd-client, one connection), through an NBD volume (one
+#         queue, one connection) and straight from fio's libnbd engine (a
+#         user-space client with no block layer). fio: iops, 1 job, over the
+#         first 256 MiB.
 # Writes $BLK_VM_OUT/groups/GROUP.json, one per group. No threshold.
 #
 # Environment: BLK_BENCH_RUNTIME (seconds per run, default 10),
@@ -193,8 +195,10 @@ main() {
     ours="$(volume_device bench-nbd)"
     bench_group nbd "one nbdkit memory export on loopback TCP, first 256 MiB" "iops" "--numjobs=1" \
       "kernel|kernel NBD client /dev/nbd0 (1 connection)|/dev/nbd0|--size=256M" \
-      "ours|NBD volume, 1 queue, 1 connection|$ours|--size=256M"
+      "ours|NBD volume, 1 queue, 1 connection|$ours|--size=256M" \
+      "libnbd|fio's libnbd engine (1 connection)|nbd|--ioengine=nbd --uri=nbd://127.0.0.1:10809/bench --direct=0 --size=256M"
     bench_ratio nbd "NBD volume / kernel NBD client" ours kernel
+    bench_ratio nbd "NBD volume / fio libnbd" ours libnbd
     ctl delete-volume bench-nbd >/dev/null
     stop_agent >/dev/null
   }

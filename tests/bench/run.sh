@@ -7,7 +7,8 @@
 #         and with -b, batch), vs null_blk, and with per-I/O statistics vs
 #         without (--metrics-address off)
 #   nvme  an NVMe volume (copy, zero copy) vs raw passthrough and the block device
-#   nbd   an NBD volume vs the kernel's NBD client on the same nbdkit export
+#   nbd   an NBD volume vs the kernel's NBD client and vs fio's libnbd engine
+#         on the same nbdkit export
 # `all` (the default) is all three. Every device gets fio 4k randread QD32
 # IOPS; null and nvme also QD1 latency p50/p99 and 128k sequential read MB/s.
 # kublk is built by tests/bench/fetch-kublk.sh (cached; without it the null

@@ -189,8 +189,11 @@ void AppendStateCounts(const std::vector<v1::Volume>& volumes,
 // Each volume's identity and geometry.
 void AppendVolumeFamilies(const std::vector<v1::Volume>& volumes,
                           std::vector<MetricFamily>& families) {
-  MetricFamily info = Family("blk_volume_info", "One series per volume: its backend and device.",
-                             MetricType::Gauge);
+  MetricFamily info =
+      Family("blk_volume_info",
+             "One series per volume: its backend, device and I/O command mode (batch or classic; "
+             "empty without a device).",
+             MetricType::Gauge);
   MetricFamily size = Family("blk_volume_size_bytes", "The volume's size.", MetricType::Gauge);
   MetricFamily queues = Family("blk_volume_queues", "The volume's ublk queues.", MetricType::Gauge);
   MetricFamily depth =
@@ -200,7 +203,8 @@ void AppendVolumeFamilies(const std::vector<v1::Volume>& volumes,
               {{"volume", volume.id()},
                {"backend", BackendLabel(volume)},
                {"device", volume.status().device_path()},
-               {"state", v1::VolumeStateName(volume.status().state())}},
+               {"state", v1::VolumeStateName(volume.status().state())},
+               {"io_mode", volume.status().io_mode()}},
               1);
     AddSample(size, {{"volume", volume.id()}}, static_cast<double>(volume.size_bytes()));
     AddSample(queues, {{"volume", volume.id()}}, volume.queues());

@@ -56,6 +56,7 @@ class UblkVolumeDevice final : public VolumeDevice {
   absl::Status Resize(uint64_t size_bytes) override { return device_->Resize(size_bytes); }
   bool RqAffinityRedirected() const override { return device_->rq_affinity_redirected(); }
   std::string copy_mode() const override { return device_->copy_mode(); }
+  std::string io_mode() const override { return device_->io_mode(); }
   absl::Status Stop(bool force) override { return device_->Stop(force); }
   void Detach() override { device_->Detach(); }
 
@@ -105,9 +106,10 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec) {
 }
 
 UblkProvisioner::UblkProvisioner(bool io_stats, bool zero_copy, uint64_t rq_affinity_flag,
-                                 std::chrono::milliseconds nbd_connect_timeout)
+                                 std::chrono::milliseconds nbd_connect_timeout, bool batch_io)
     : io_stats_(io_stats),
       zero_copy_(zero_copy),
+      batch_io_(batch_io),
       rq_affinity_flag_(rq_affinity_flag),
       nbd_connect_timeout_(nbd_connect_timeout) {
   const char* crash = ::getenv("BLK_TEST_CRASH_AFTER_ADD_DEV");
@@ -120,6 +122,7 @@ server::DeviceConfig UblkProvisioner::ConfigFor(const v1::Volume& spec) const {
   server::DeviceConfig config = DeviceConfigFor(spec);
   config.io_stats = io_stats_;
   config.zero_copy = zero_copy_;
+  config.batch_io = batch_io_;
   config.rq_affinity_flag = rq_affinity_flag_;
   if (auto* nbd = std::get_if<server::NbdBackendConfig>(&config.backend)) {
     nbd->connect_timeout_ms = static_cast<uint32_t>(nbd_connect_timeout_.count());

@@ -20,12 +20,15 @@ class UblkProvisioner final : public DeviceProvisioner {
   // zero_copy=false: every device in copy mode, even where zero copy is possible.
   // rq_affinity_flag: DeviceConfig::rq_affinity_flag of every device (0: never asked for).
   // nbd_connect_timeout: NbdBackendConfig::connect_timeout_ms of every NBD volume.
+  // batch_io=false: every new device uses the classic per-request commands, even where the
+  // kernel offers UBLK_F_BATCH_IO.
   // BLK_TEST_CRASH_AFTER_ADD_DEV=1 in the environment: every Provision makes the process exit
   // with status 86 between ADD_DEV and START_DEV (tests/vm 72: the next agent must clean up).
   explicit UblkProvisioner(bool io_stats = true, bool zero_copy = true,
                            uint64_t rq_affinity_flag = 0,
                            std::chrono::milliseconds nbd_connect_timeout =
-                               std::chrono::milliseconds(server::kDefaultNbdConnectTimeoutMs));
+                               std::chrono::milliseconds(server::kDefaultNbdConnectTimeoutMs),
+                           bool batch_io = true);
   absl::StatusOr<std::unique_ptr<VolumeDevice>> Provision(const v1::Volume& spec,
                                                           int device_id) override;
   absl::StatusOr<std::unique_ptr<VolumeDevice>> Recover(const v1::Volume& spec,
@@ -39,6 +42,7 @@ class UblkProvisioner final : public DeviceProvisioner {
 
   bool io_stats_;
   bool zero_copy_;
+  bool batch_io_;
   uint64_t rq_affinity_flag_;
   std::chrono::milliseconds nbd_connect_timeout_;
   std::function<void(uint32_t)> after_add_dev_;  // DeviceConfig::after_add_dev of new devices

@@ -52,6 +52,8 @@ class VolumeDevice {
   virtual bool RqAffinityRedirected() const { return false; }
   // "copy" or "zero_copy" (see VolumeStatus.copy_mode).
   virtual std::string copy_mode() const { return "copy"; }
+  // "classic" or "batch" (see VolumeStatus.io_mode).
+  virtual std::string io_mode() const { return "classic"; }
   // force=false refuses (FAILED_PRECONDITION) while the device is open.
   virtual absl::Status Stop(bool force) = 0;
   // Leaves the kernel device in place for the next agent (upgrade, restart).

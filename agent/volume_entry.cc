@@ -16,6 +16,7 @@ void SetVolumeState(v1::Volume& volume, v1::VolumeState state, absl::string_view
   status->set_message(std::string(message));
   if (state != v1::VOLUME_STATE_LIVE && state != v1::VOLUME_STATE_DELETING) {
     status->clear_copy_mode();
+    status->clear_io_mode();
     status->clear_device_path();
     status->set_device_id(-1);
   }

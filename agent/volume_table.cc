@@ -173,6 +173,7 @@ absl::StatusOr<v1::Volume> VolumeTable::RecordLiveLocked(const v1::Volume& spec,
   }
   SetVolumeState(entry.volume, v1::VOLUME_STATE_LIVE);
   entry.volume.mutable_status()->set_copy_mode(entry.device->copy_mode());
+  entry.volume.mutable_status()->set_io_mode(entry.device->io_mode());
   entry.volume.mutable_status()->set_device_path(entry.device->block_path());
   entry.volume.mutable_status()->set_device_id(entry.device->id());
   retrier_.Forget(spec.id());

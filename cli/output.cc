@@ -115,6 +115,7 @@ std::string RenderVolume(const blk::v1::Volume& volume) {
   }
   if (volume.poll()) fields.push_back({"poll", "yes"});
   if (!status.copy_mode().empty()) fields.push_back({"copy mode", status.copy_mode()});
+  if (!status.io_mode().empty()) fields.push_back({"io mode", status.io_mode()});
   if (!status.message().empty()) fields.push_back({"message", status.message()});
   return RenderKeyValues(fields);
 }

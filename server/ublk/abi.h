@@ -40,6 +40,10 @@ inline constexpr uint32_t kIoCommitAndFetchReq = 0x21;
 inline constexpr uint32_t kIoNeedGetData = 0x22;
 inline constexpr uint32_t kIoRegisterIoBufNr = 0x23;
 inline constexpr uint32_t kIoUnregisterIoBufNr = 0x24;
+// UBLK_F_BATCH_IO's per-queue commands (ioctl encoding only, with struct BatchIo).
+inline constexpr uint32_t kIoPrepIoCmdsNr = 0x25;
+inline constexpr uint32_t kIoCommitIoCmdsNr = 0x26;
+inline constexpr uint32_t kIoFetchIoCmdsNr = 0x27;
 
 // Results of FETCH / COMMIT_AND_FETCH completions. Only ABORT means "no re-fetch".
 inline constexpr int32_t kIoResOk = 0;
@@ -123,6 +127,15 @@ inline constexpr uint64_t AutoBufRegSqeAddr(uint16_t index, uint8_t flags = 0) {
   return uint64_t{index} | (uint64_t{flags} << 16);
 }
 
+// UBLK_F_BATCH_IO: PREP_IO_CMDS and COMMIT_IO_CMDS carry, at the SQE's addr, nr_elem elements of
+// elem_bytes each: ElemHeader, then buf_addr (with kBatchFHasBufAddr: copy mode, where the kernel
+// copies between the request and our buffer), then zone_lba (kBatchFHasZoneLba). The kernel checks
+// that elem_bytes matches the flags exactly. FETCH_IO_CMDS (multishot) writes u16 tags into a
+// buffer of the provided buffer ring whose group is the SQE's buf_group.
+inline constexpr uint16_t kBatchFHasZoneLba = 1U << 0;
+inline constexpr uint16_t kBatchFHasBufAddr = 1U << 1;
+inline constexpr uint16_t kBatchFAutoBufRegFallback = 1U << 2;
+
 // ---- Parameters ----
 inline constexpr uint32_t kAttrReadOnly = 1U << 0;
 inline constexpr uint32_t kAttrRotational = 1U << 1;
@@ -183,6 +196,23 @@ struct IoCmd {
   uint16_t tag;
   int32_t result;
   uint64_t addr;  // zone_append_lba for zone append commits
+};
+
+// UBLK_F_BATCH_IO's command, in the 16-byte command area of a 64-byte SQE (struct ublk_batch_io).
+struct BatchIo {
+  uint16_t q_id;
+  uint16_t flags;  // kBatchF*
+  uint16_t nr_elem;
+  uint8_t elem_bytes;
+  uint8_t reserved;
+  uint64_t reserved2;
+};
+
+// The mandatory head of every PREP/COMMIT element (struct ublk_elem_header).
+struct ElemHeader {
+  uint16_t tag;
+  uint16_t buf_index;  // AUTO_BUF_REG: where the kernel registers the tag's next request's pages
+  int32_t result;      // COMMIT only
 };
 
 struct ParamBasic {
@@ -262,6 +292,8 @@ static_assert(sizeof(CtrlCmd) == 32);
 static_assert(sizeof(CtrlDevInfo) == 64);
 static_assert(sizeof(IoDesc) == 24);
 static_assert(sizeof(IoCmd) == 16);
+static_assert(sizeof(BatchIo) == 16);
+static_assert(sizeof(ElemHeader) == 8);
 static_assert(sizeof(ParamBasic) == 32);
 static_assert(sizeof(ParamDiscard) == 20);
 static_assert(sizeof(ParamDevt) == 16);
@@ -282,6 +314,7 @@ static_assert(sizeof(Params) == 152);
 inline constexpr uint32_t CtrlIoctlRead(uint32_t nr) { return _IOR('u', nr, CtrlCmd); }
 inline constexpr uint32_t CtrlIoctlReadWrite(uint32_t nr) { return _IOWR('u', nr, CtrlCmd); }
 inline constexpr uint32_t IoIoctl(uint32_t nr) { return _IOWR('u', nr, IoCmd); }
+inline constexpr uint32_t BatchIoctl(uint32_t nr) { return _IOWR('u', nr, BatchIo); }
 
 inline constexpr uint32_t kUCmdGetQueueAffinity = CtrlIoctlRead(kCmdGetQueueAffinity);
 inline constexpr uint32_t kUCmdGetDevInfo = CtrlIoctlRead(kCmdGetDevInfo);
@@ -305,6 +338,9 @@ inline constexpr uint32_t kUIoCommitAndFetchReq = IoIoctl(kIoCommitAndFetchReq);
 inline constexpr uint32_t kUIoNeedGetData = IoIoctl(kIoNeedGetData);
 inline constexpr uint32_t kUIoRegisterIoBuf = IoIoctl(kIoRegisterIoBufNr);
 inline constexpr uint32_t kUIoUnregisterIoBuf = IoIoctl(kIoUnregisterIoBufNr);
+inline constexpr uint32_t kUIoPrepIoCmds = BatchIoctl(kIoPrepIoCmdsNr);
+inline constexpr uint32_t kUIoCommitIoCmds = BatchIoctl(kIoCommitIoCmdsNr);
+inline constexpr uint32_t kUIoFetchIoCmds = BatchIoctl(kIoFetchIoCmdsNr);
 
 // ---- Descriptor area ----
 // Every queue's descriptors start at a fixed stride sized for the maximum depth; the kernel

@@ -232,6 +232,7 @@ absl::Status Device::StartQueues(uint32_t max_io_bytes) {
     // The kernel's flags decide (a recovered device keeps the mode it was created with).
     setup.auto_buf_reg = (device_flags_ & abi::kFAutoBufReg) != 0;
     setup.poll = config_.poll;
+    setup.batch_io = (device_flags_ & abi::kFBatchIo) != 0;
     absl::StatusOr<cpu_set_t> cpus = control_->GetQueueAffinity(dev_id_, q);
     if (!cpus.ok()) return cpus.status();
     setup.hctx_cpus = *cpus;

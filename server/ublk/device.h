@@ -85,6 +85,8 @@ class Device {
   uint64_t device_flags() const { return device_flags_; }  // what ADD_DEV asked for
   // "zero_copy" (UBLK_F_AUTO_BUF_REG) or "copy".
   const char* copy_mode() const { return CopyModeName(device_flags_); }
+  // "batch" (UBLK_F_BATCH_IO) or "classic"; a recovered device keeps the mode it was created with.
+  const char* io_mode() const { return IoModeName(device_flags_); }
   const DeviceConfig& config() const { return config_; }
   // What each queue publishes; readable from any thread without waiting, also while the device
   // stops and after it stopped.

@@ -26,6 +26,9 @@ struct DeviceConfig {
   // Zero copy where the kernel and the backend allow it; false: always copy (a comparison, or a
   // kernel whose zero copy misbehaves).
   bool zero_copy = true;
+  // UBLK_F_BATCH_IO (per-queue PREP/FETCH/COMMIT commands, Linux 7.0+) where the kernel offers it;
+  // false: always the classic per-tag FETCH_REQ / COMMIT_AND_FETCH_REQ (a comparison).
+  bool batch_io = true;
   // The UBLK_F_* flag that stands for the proposed SUPPORT_RQ_AFFINITY (the kernel completes a
   // request where the queue's rq_affinity says): in no released kernel, so its value is the
   // operator's (blkagent --rq-affinity-feature-bit, checked by RqAffinityFeatureFlag). 0: never

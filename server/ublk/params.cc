@@ -52,6 +52,10 @@ uint64_t ChooseDeviceFlags(uint64_t kernel_features, const DeviceConfig& config,
   // for whenever offered: newer kernels may be built without the legacy opcodes.
   uint64_t flags = kernel_features & (abi::kFCmdIoctlEncode | config.rq_affinity_flag);
   if (config.zero_copy && storage.zero_copy) flags |= kernel_features & abi::kFAutoBufReg;
+  // The batch commands exist only in the ioctl encoding (every kernel with BATCH_IO has it).
+  if (config.batch_io && (kernel_features & abi::kFCmdIoctlEncode) != 0) {
+    flags |= kernel_features & abi::kFBatchIo;
+  }
   if ((kernel_features & abi::kFUserRecovery) == 0) return flags;
   // The kernel accepts RECOVERY alone, or with exactly one of REISSUE and FAIL_IO.
   if (config.fail_fast) {
@@ -86,6 +90,10 @@ absl::StatusOr<uint64_t> RqAffinityFeatureFlag(int bit) {
 
 const char* CopyModeName(uint64_t device_flags) {
   return (device_flags & abi::kFAutoBufReg) != 0 ? "zero_copy" : "copy";
+}
+
+const char* IoModeName(uint64_t device_flags) {
+  return (device_flags & abi::kFBatchIo) != 0 ? "batch" : "classic";
 }
 
 DeviceConfig RecoveryConfig(const DeviceConfig& asked, const abi::CtrlDevInfo& info) {

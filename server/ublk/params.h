@@ -23,12 +23,17 @@ absl::Status ValidateDeviceConfig(const DeviceConfig& config);
 // (config.rq_affinity_flag) only when the operator named its bit and the kernel offers it. Zero
 // copy (AUTO_BUF_REG: the kernel registers each request's pages in the queue's ring) when the
 // kernel offers it, the storage can use a registered buffer and config.zero_copy allows it; copy
-// mode otherwise.
+// mode otherwise. BATCH_IO when the kernel offers it (with the ioctl encoding its commands use) and
+// config.batch_io allows it; 7.3 accepts it with user recovery and with AUTO_BUF_REG, so neither
+// is given up for it.
 uint64_t ChooseDeviceFlags(uint64_t kernel_features, const DeviceConfig& config,
                            const StorageTraits& storage = {});
 
 // "zero_copy" or "copy", for the flags a device was created with.
 const char* CopyModeName(uint64_t device_flags);
+
+// "batch" (UBLK_F_BATCH_IO) or "classic", for the flags a device was created with.
+const char* IoModeName(uint64_t device_flags);
 
 // Whether the kernel completes the device's requests where rq_affinity says rather than on the
 // server thread's CPU: only when the operator named SUPPORT_RQ_AFFINITY's bit (`rq_affinity_flag`,

@@ -118,8 +118,19 @@ void Queue::Run(std::promise<absl::Status>* started) {
   // Results committed in the last round are still only SQEs: hand them to the kernel, so a detach
   // (agent upgrade) leaves no request the block layer must wait for or retry.
   io_uring_submit(ring_->get());
+  if (commits_ != nullptr && commits_->pending() > 0) {
+    // The turn's results waited for the other buffer's commit, which the kernel has now read
+    // (the submit just issued it); nothing is added any more.
+    if (io_uring_sqe* sqe = ring_->GetSqe(); sqe != nullptr) {
+      commits_->PrepCommit(sqe, kCharDevFileIndex, EncodeUserData(CqeKind::kBatchCommit, 0),
+                           /*force=*/true);
+      io_uring_submit(ring_->get());
+    }
+  }
   // Closing the ring cancels whatever fetches the kernel did not abort.
   ring_.reset();
+  fetch_tags_.reset();
+  commits_.reset();
   descriptors_.Reset();
   buffers_.Reset();
   setup_.stats->counters.inflight.store(0, std::memory_order_relaxed);
@@ -132,7 +143,7 @@ absl::Status Queue::Prepare() {
   if (absl::Status s = CreateRing(); !s.ok()) return s;
   if (absl::Status s = RegisterBuffers(); !s.ok()) return s;
   if (absl::Status s = RegisterFilesAndAttach(); !s.ok()) return s;
-  return FetchEveryTag();
+  return setup_.batch_io ? PrepareAndFetchBatch() : FetchEveryTag();
 }
 
 void Queue::NameAndPinThread() {
@@ -227,9 +238,62 @@ absl::Status Queue::FetchEveryTag() {
   return absl::OkStatus();
 }
 
+absl::Status Queue::PrepareAndFetchBatch() {
+  io_uring* ring = ring_->get();
+  io_uring_sqe* sqe = ring_->GetSqe();
+  io_uring_prep_poll_add(sqe, stop_fd_.get(), POLLIN);
+  sqe->user_data = EncodeUserData(CqeKind::kStop, 0);
+
+  commits_ = std::make_unique<BatchCommits>(setup_.queue_id, setup_.depth, setup_.auto_buf_reg,
+                                            static_cast<const char*>(buffers_.address()),
+                                            setup_.max_io_bytes);
+  sqe = ring_->GetSqe();
+  commits_->PrepPrepare(sqe, kCharDevFileIndex, EncodeUserData(CqeKind::kBatchPrep, 0));
+  int rc = io_uring_submit(ring);
+  if (rc < 0) return absl::ErrnoToStatus(-rc, "submit PREP_IO_CMDS");
+  // The fetch may only follow a PREP that took every tag (the kernel refuses it while the queue is
+  // not ready), and the commits reuse the PREP's buffer.
+  io_uring_cqe* cqe = nullptr;
+  rc = io_uring_wait_cqe(ring, &cqe);
+  if (rc < 0) return absl::ErrnoToStatus(-rc, "wait for PREP_IO_CMDS");
+  if (KindOf(cqe->user_data) != CqeKind::kBatchPrep) {
+    return absl::InternalError("the first completion of a starting queue is not PREP_IO_CMDS");
+  }
+  const int32_t prepared = cqe->res;
+  io_uring_cqe_seen(ring, cqe);
+  if (prepared < 0) {
+    return absl::ErrnoToStatus(-prepared, absl::StrCat("PREP_IO_CMDS of ", setup_.depth, " tags"));
+  }
+
+  absl::StatusOr<std::unique_ptr<TagBufferRing>> tags =
+      TagBufferRing::Register(ring, /*group=*/0, setup_.depth);
+  if (!tags.ok()) return tags.status();
+  fetch_tags_ = std::move(*tags);
+  PrepBatchFetch(ring_->GetSqe());
+  rc = io_uring_submit(ring);
+  if (rc < 0) return absl::ErrnoToStatus(-rc, "submit FETCH_IO_CMDS");
+  // A refused fetch completes at once; catch that before START_DEV waits for it.
+  if (io_uring_peek_cqe(ring, &cqe) == 0 && cqe != nullptr &&
+      KindOf(cqe->user_data) == CqeKind::kBatchFetch && cqe->res < 0) {
+    return absl::ErrnoToStatus(-cqe->res, "FETCH_IO_CMDS");
+  }
+  return absl::OkStatus();
+}
+
+void Queue::PrepBatchFetch(io_uring_sqe* sqe) {
+  PrepUblkBatchFetch(sqe, kCharDevFileIndex, setup_.queue_id, fetch_tags_->group(),
+                     EncodeUserData(CqeKind::kBatchFetch, 0));
+}
+
+bool Queue::Running() const {
+  if (stop_requested_ && in_backend_ == 0) return false;
+  if (setup_.batch_io) return !(fetch_ended_ && in_backend_ == 0);
+  return aborted_ < setup_.depth;
+}
+
 void Queue::Loop() {
   io_uring* ring = ring_->get();
-  while (!(stop_requested_ && in_backend_ == 0) && aborted_ < setup_.depth) {
+  while (Running()) {
     // Polling enters the kernel without waiting: that submits, and runs the task work that posts
     // completions (none would appear while spinning in user space alone).
     int rc = setup_.poll ? io_uring_submit_and_get_events(ring) : io_uring_submit_and_wait(ring, 1);
@@ -260,13 +324,61 @@ void Queue::Loop() {
         case CqeKind::kStop:
           stop_requested_ = true;
           break;
+        case CqeKind::kBatchFetch:
+          OnBatchFetch(*cqe);
+          break;
+        case CqeKind::kBatchCommit:
+          if (absl::Status committed =
+                  commits_->OnCommitted(static_cast<uint8_t>(ExtraOf(user_data)), cqe->res);
+              !committed.ok() && loop_status_.ok()) {
+            loop_status_ = absl::Status(committed.code(),
+                                        absl::StrCat("queue ", id(), ": ", committed.message()));
+          }
+          break;
+        case CqeKind::kBatchPrep:
+          break;  // PrepareAndFetchBatch consumed it
       }
     }
     io_uring_cq_advance(ring, seen);
+    if (commits_ != nullptr) CommitTurn();
     if (setup_.count_io) {
       setup_.stats->counters.inflight.store(in_backend_, std::memory_order_relaxed);
     }
   }
+}
+
+void Queue::OnBatchFetch(const io_uring_cqe& cqe) {
+  for (const uint16_t tag : fetch_tags_->TagsOf(cqe)) {
+    if (tag < setup_.depth) OnUblkCompletion(tag, abi::kIoResOk);
+  }
+  fetch_tags_->Recycle(cqe);
+  if (cqe.flags & IORING_CQE_F_MORE) return;
+  // The fetch ended. ABORT: the device is going away. ENOBUFS: no free buffer, or no room in the
+  // CQ, when the kernel had tags (it keeps them for the next fetch). Anything else is a refusal.
+  if (cqe.res == abi::kIoResAbort || stop_requested_) {
+    fetch_ended_ = true;
+    return;
+  }
+  if (cqe.res < 0 && cqe.res != -ENOBUFS) {
+    fetch_ended_ = true;
+    if (loop_status_.ok()) {
+      loop_status_ = absl::ErrnoToStatus(-cqe.res, absl::StrCat("queue ", id(), " FETCH_IO_CMDS"));
+    }
+    return;
+  }
+  io_uring_sqe* sqe = ring_->GetSqe();
+  if (sqe == nullptr) {
+    fetch_ended_ = true;
+    return;
+  }
+  PrepBatchFetch(sqe);
+}
+
+void Queue::CommitTurn() {
+  if (!commits_->ReadyToCommit()) return;
+  io_uring_sqe* sqe = ring_->GetSqe();
+  if (sqe == nullptr) return;  // the next turn tries again
+  commits_->PrepCommit(sqe, kCharDevFileIndex, EncodeUserData(CqeKind::kBatchCommit, 0));
 }
 
 void Queue::StartTurn() {
@@ -326,6 +438,10 @@ void Queue::Complete(uint16_t tag, int32_t result) {
     IoCounters& counters = setup_.stats->counters;
     counters.Record(KindOfOp(op_of_tag_[tag]), result, turn_ns_ - start_ns_of_tag_[tag]);
     IoCounters::Bump(turn_local_ ? counters.local_completions : counters.remote_completions, 1);
+  }
+  if (commits_ != nullptr) {
+    commits_->Add(tag, result);  // committed with the rest of the turn's results (CommitTurn)
+    return;
   }
   io_uring_sqe* sqe = ring_->GetSqe();
   if (sqe == nullptr) {

@@ -14,6 +14,7 @@
 #include "server/backend.h"
 #include "server/mapping.h"
 #include "server/ublk/abi.h"
+#include "server/ublk/batch_io.h"
 #include "server/ublk/queue_stats.h"
 #include "server/ublk/ring.h"
 #include "server/unique_fd.h"
@@ -37,6 +38,9 @@ struct QueueSetup {
   // UBLK_F_AUTO_BUF_REG: each request's pages are registered buffer <tag> of the ring, no copy.
   bool auto_buf_reg = false;
   bool poll = false;  // busy-poll the ring instead of sleeping in io_uring_enter
+  // UBLK_F_BATCH_IO: one PREP_IO_CMDS, a multishot FETCH_IO_CMDS and one COMMIT_IO_CMDS per loop
+  // turn instead of a FETCH_REQ / COMMIT_AND_FETCH_REQ per tag (needs the ioctl encoding).
+  bool batch_io = false;
 };
 
 // One ublk queue: a thread named "blkq<device>-<queue>" and pinned to its CPUs, owning one io_uring
@@ -45,8 +49,9 @@ struct QueueSetup {
 // commit the result, which fetches the tag's next request.
 class Queue {
  public:
-  // Starts the thread and returns once it has a FETCH_REQ pending for every tag (START_DEV waits
-  // for exactly that), or the reason it could not.
+  // Starts the thread and returns once it has a FETCH_REQ pending for every tag, or (batch) every
+  // tag prepared and the FETCH_IO_CMDS pending (START_DEV waits for exactly that), or the reason
+  // it could not.
   static absl::StatusOr<std::unique_ptr<Queue>> Start(QueueSetup setup);
   ~Queue();
   Queue(const Queue&) = delete;
@@ -77,8 +82,20 @@ class Queue {
   absl::Status RegisterBuffers();
   absl::Status RegisterFilesAndAttach();
   absl::Status FetchEveryTag();
+  // FetchEveryTag's batch form: PREP_IO_CMDS for every tag, then the multishot FETCH_IO_CMDS.
+  absl::Status PrepareAndFetchBatch();
+  void PrepBatchFetch(io_uring_sqe* sqe);
 
   void Loop();
+  // Whether the loop goes on: not once a requested stop has no backend I/O left, nor once the
+  // kernel ended every command (classic: every tag aborted; batch: the fetch ended) and every
+  // fetched request is answered.
+  bool Running() const;
+  // A FETCH_IO_CMDS CQE: each tag it delivers as a fetched request; re-armed when it ended
+  // without an abort.
+  void OnBatchFetch(const io_uring_cqe& cqe);
+  // Once per turn (batch): this turn's results in one COMMIT_IO_CMDS.
+  void CommitTurn();
   void OnUblkCompletion(uint16_t tag, int32_t res);
   // The tag's request is done: counters, then COMMIT_AND_FETCH_REQ with its result.
   void Complete(uint16_t tag, int32_t result);
@@ -96,7 +113,11 @@ class Queue {
   absl::Status loop_status_;
 
   // Owned by the queue thread.
+  // Declared before ring_: the kernel may write tags into these buffers until the ring is gone.
+  std::unique_ptr<TagBufferRing> fetch_tags_;  // batch only
   std::unique_ptr<Ring> ring_;
+  std::unique_ptr<BatchCommits> commits_;  // batch only
+  bool fetch_ended_ = false;               // batch: FETCH_IO_CMDS ended and is not re-armed
   Mapping descriptors_;
   Mapping buffers_;
   std::vector<uint8_t> op_of_tag_;         // op in flight, for the counters

@@ -18,6 +18,11 @@ enum class CqeKind : uint8_t {
   // The tag's final result in cqe->res, posted to this ring by another ring's thread
   // (IORING_OP_MSG_RING): the queue completes the tag without asking its backend.
   kResult = 4,
+  // UBLK_F_BATCH_IO: the queue's multishot FETCH_IO_CMDS, one of its COMMIT_IO_CMDS (extra: which
+  // commit buffer), its PREP_IO_CMDS.
+  kBatchFetch = 5,
+  kBatchCommit = 6,
+  kBatchPrep = 7,
 };
 
 inline constexpr uint64_t EncodeUserData(CqeKind kind, uint16_t tag, uint32_t extra = 0) {

@@ -5,6 +5,8 @@
 # in turn, rounds alternating) within this one boot:
 #   null  a `null` volume of 2 queues made by BUILD_DIR/bin/blkagent, the same
 #         from an agent with --metrics-address off (no per-I/O statistics),
+#         the same from an agent with --batch-io off (classic per-request
+#         commands; "ours" uses UBLK_F_BATCH_IO where the kernel offers it),
 #         the kernel's null_blk, kublk's null target (`kublk add -t null -q 2`)
 #         and the same with -b (BATCH_IO), where this kernel's kublk has it.
 #         fio: iops with 2 jobs, lat, seq.
@@ -88,14 +90,22 @@ main() {
 
   group_null() {
     [[ -b /dev/nullb0 ]] || fail "no /dev/nullb0 (null_blk not loaded)"
-    start_agent --log-level warn --metrics-address 127.0.0.1:9477
+    start_agent --log-level warn --metrics-address 127.0.0.1:9477 --batch-io auto
     ctl create-volume bench-null --size 4G --backend null:// --queues 2 >/dev/null
-    local ours off kublk="-" kublk_b="-" kublk_name="kublk -t null -q 2: not available"
+    local ours off classic kublk="-" kublk_b="-" kublk_name="kublk -t null -q 2: not available"
     local kublk_b_name="kublk -t null -q 2 -b: not available"
     ours="$(volume_device bench-null)"
     start_extra_agent off --metrics-address off
     extra_ctl off create-volume bench-off --size 4G --backend null:// --queues 2 >/dev/null
     off="$(extra_device off bench-off)"
+    # Its own metrics port: statistics on, like ours, so the two differ only in the I/O commands.
+    start_extra_agent classic --metrics-address 127.0.0.1:9478 --batch-io off
+    extra_ctl classic create-volume bench-classic --size 4G --backend null:// --queues 2 >/dev/null
+    classic="$(extra_device classic bench-classic)"
+    local ours_mode
+    ours_mode="$(ctl get-volume bench-null -o json | jq -r .volume.status.ioMode)"
+    [[ "$(extra_ctl classic get-volume bench-classic -o json | jq -r .volume.status.ioMode)" == classic ]] ||
+      fail "bench-classic is not in classic io mode"
     expect_fail_with "FAILED_PRECONDITION.*--metrics-address off" "the off agent keeps no statistics" \
       extra_ctl off stats bench-off --count 1
     if [[ -x "${BLK_BENCH_KUBLK:-}" ]]; then
@@ -111,10 +121,12 @@ main() {
     fi
     echo "null_blk: queue_mode=$(cat /sys/module/null_blk/parameters/queue_mode)" \
       "submit_queues=$(cat /sys/module/null_blk/parameters/submit_queues)" \
-      "irqmode=$(cat /sys/module/null_blk/parameters/irqmode); ours: $ours, off: $off"
+      "irqmode=$(cat /sys/module/null_blk/parameters/irqmode); ours: $ours ($ours_mode)," \
+      "off: $off, classic: $classic"
     bench_group null "null devices, 2 queues" "iops lat seq" "--numjobs=2" \
       "ours|ublk null volume (blkagent)|$ours|" \
       "off|ublk null volume, --metrics-address off|$off|" \
+      "classic|ublk null volume, --batch-io off (classic)|$classic|" \
       "kublk|$kublk_name|$kublk|" \
       "kublk_b|$kublk_b_name|$kublk_b|" \
       "null_blk|null_blk /dev/nullb0|/dev/nullb0|"
@@ -122,6 +134,7 @@ main() {
     bench_ratio null "null volume / kublk -b null" ours kublk_b
     bench_ratio null "null volume / null_blk" ours null_blk
     bench_ratio null "metrics on / off (null volume)" ours off
+    bench_ratio null "io mode $ours_mode / classic (null volume)" ours classic
     # The statistics were really counted: every read of ours is in its counter.
     local counted
     counted="$(curl -fsS http://127.0.0.1:9477/metrics |
@@ -131,6 +144,8 @@ main() {
     [[ "$kublk_b" == - ]] || kublk_del 101
     extra_ctl off delete-volume bench-off >/dev/null
     stop_extra_agent off
+    extra_ctl classic delete-volume bench-classic >/dev/null
+    stop_extra_agent classic
     ctl delete-volume bench-null >/dev/null
     stop_agent >/dev/null
   }

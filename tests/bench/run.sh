@@ -5,7 +5,8 @@
 # has the details), GROUP being:
 #   null  our `null` volume vs kublk's null target (`kublk add -t null -q 2`,
 #         and with -b, batch), vs null_blk, and with per-I/O statistics vs
-#         without (--metrics-address off)
+#         without (--metrics-address off), and batch I/O commands (UBLK_F_BATCH_IO
+#         where offered) vs classic (--batch-io off)
 #   nvme  an NVMe volume (copy, zero copy) vs raw passthrough and the block device
 #   nbd   an NBD volume vs the kernel's NBD client and vs fio's libnbd engine
 #         on the same nbdkit export

@@ -106,10 +106,12 @@ TEST(RenderVolume, ShowsAnNvmeVolumesOffsetPollAndCopyMode) {
   volume.mutable_status()->set_state(blk::v1::VOLUME_STATE_LIVE);
   volume.mutable_status()->set_device_path("/dev/ublkb0");
   volume.mutable_status()->set_copy_mode("zero_copy");
+  volume.mutable_status()->set_io_mode("batch");
   const std::string text = RenderVolume(volume);
   EXPECT_THAT(text, HasSubstr("backend:      nvme:///dev/ng0n1?offset=1048576\n"));
   EXPECT_THAT(text, HasSubstr("poll:         yes\n"));
   EXPECT_THAT(text, HasSubstr("copy mode:    zero_copy\n"));
+  EXPECT_THAT(text, HasSubstr("io mode:      batch\n"));
 }
 
 TEST(RenderVolume, ShowsTheStatusMessageOfAFailedVolume) {

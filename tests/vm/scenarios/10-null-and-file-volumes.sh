@@ -6,12 +6,20 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 sysfs_of() { echo "/sys/block/${1#/dev/}"; }
 
-start_agent
+start_agent --batch-io auto
 
 step "null volume, 256 MiB, 512-byte blocks"
 ctl create-volume vnull --size 256M --backend null://
 dev="$(volume_device vnull)"
 [[ -b "$dev" ]] || fail "$dev is not a block device"
+# UBLK_F_BATCH_IO is bit 15 of GET_FEATURES: 7.x offers it, 6.12 does not.
+features="$(ctl node-info -o json | jq -r '.ublkFeatures // "0"')"
+if (((features >> 15) & 1)); then expected_io_mode=batch; else expected_io_mode=classic; fi
+expect_eq "vnull io mode (ublk features $features)" "$expected_io_mode" \
+  "$(ctl get-volume vnull -o json | jq -r .volume.status.ioMode)"
+ctl get-volume vnull | grep -q "^io mode: *$expected_io_mode\$" || fail "get-volume does not show io mode $expected_io_mode"
+curl -fsS "http://127.0.0.1:9477/metrics" | grep '^blk_volume_info{' | grep 'volume="vnull"' |
+  grep -q "io_mode=\"$expected_io_mode\"" || fail "/metrics blk_volume_info of vnull lacks io_mode=\"$expected_io_mode\""
 expect_eq "vnull sectors" $((256 * 1024 * 1024 / 512)) "$(cat "$(sysfs_of "$dev")/size")"
 expect_eq "vnull logical block size" 512 "$(cat "$(sysfs_of "$dev")/queue/logical_block_size")"
 expect_eq "vnull reads zeroes" 0 "$(head -c 1M "$dev" | tr -d '\0' | wc -c)"
@@ -59,6 +67,16 @@ ctl delete-volume vnull
 ctl delete-volume v4k
 ctl delete-volume vro
 expect_eq "volumes left" 0 "$(ctl list-volumes -o json | jq '.volumes | length')"
+stop_agent
+
+step "--batch-io off (the default): the classic commands even where the kernel offers batch"
+start_agent --batch-io off --metrics-address off
+ctl create-volume vclassic --size 64M --backend null://
+expect_eq "vclassic io mode" classic "$(ctl get-volume vclassic -o json | jq -r .volume.status.ioMode)"
+run_fio vclassic-read.log --name=r --filename="$(volume_device vclassic)" --rw=randread --bs=4k \
+  --iodepth=32 --ioengine="$fio_engine" --direct=1 --size=16M --verify=pattern --verify_pattern=0 \
+  --verify_only
+ctl delete-volume vclassic
 stop_agent
 expect_eq "ublk block devices left" 0 "$(find /dev -maxdepth 1 -name 'ublkb*' | wc -l)"
 [[ ! -e "$AGENT_SOCKET" ]] || fail "the agent left its socket behind"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The benchmark still runs (only with BLK_BENCH_SMOKE=1; skipped otherwise):
 # tests/bench/guest.sh's null group, 1 round of 1 s 4k randread runs without
-# warm-up, on our null volume, the metrics-off one, null_blk and, where
+# warm-up, on our null volume, the metrics-off one, the classic one
+# (--batch-io off), null_blk and, where
 # tests/bench/fetch-kublk.sh has cached it for this kernel, kublk and kublk -b;
 # then tests/bench/report.sh prints its table, which must carry a number for
 # every device that was there. A smoke test: no speed is asserted.
@@ -28,7 +29,7 @@ table_has() {
     '$1 == first && $2 ~ ("^" second "$") { found = 1 } END { exit !found }' "$LOG_DIR/bench.md"
 }
 for device in "ublk null volume (blkagent)" "ublk null volume, --metrics-address off" \
-  "null_blk /dev/nullb0"; do
+  "ublk null volume, --batch-io off (classic)" "null_blk /dev/nullb0"; do
   table_has "$device" '[0-9]+' || fail "no IOPS for $device in the table"
 done
 if [[ -n "${BLK_BENCH_KUBLK:-}" ]]; then

@@ -43,6 +43,10 @@ TEST(UblkAbi, IoctlEncodedOpcodesHaveTheKernelValues) {
   EXPECT_EQ(kUCmdTryStopDev, 0xc0207517u);
   EXPECT_EQ(kUIoFetchReq, 0xc0107520u);
   EXPECT_EQ(kUIoCommitAndFetchReq, 0xc0107521u);
+  // _IOWR('u', 0x25..0x27, struct ublk_batch_io), 16 bytes, as in the 7.3 uapi.
+  EXPECT_EQ(kUIoPrepIoCmds, 0xc0107525u);
+  EXPECT_EQ(kUIoCommitIoCmds, 0xc0107526u);
+  EXPECT_EQ(kUIoFetchIoCmds, 0xc0107527u);
 }
 
 TEST(UblkAbi, DescriptorAreaOfEachQueueStartsAtAFixedStride) {

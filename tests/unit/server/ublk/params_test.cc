@@ -23,8 +23,9 @@ TEST(ChooseDeviceFlags, AsksForIoctlEncodingWhenTheKernelOffersIt) {
 
 TEST(ChooseDeviceFlags, AsksForRecoveryWithReissueWhenOffered) {
   const uint64_t offered = 0x1fffff;  // a 7.x kernel
-  EXPECT_EQ(ChooseDeviceFlags(offered, TypicalConfig()),
-            abi::kFCmdIoctlEncode | abi::kFUserRecovery | abi::kFUserRecoveryReissue);
+  EXPECT_EQ(
+      ChooseDeviceFlags(offered, TypicalConfig()),
+      abi::kFCmdIoctlEncode | abi::kFUserRecovery | abi::kFUserRecoveryReissue | abi::kFBatchIo);
 }
 
 TEST(ChooseDeviceFlags, AsksForPlainRecoveryWhenReissueIsNotOffered) {
@@ -34,8 +35,8 @@ TEST(ChooseDeviceFlags, AsksForPlainRecoveryWhenReissueIsNotOffered) {
 TEST(ChooseDeviceFlags, FailFastAsksForFailIoInsteadOfReissue) {
   DeviceConfig config = TypicalConfig();
   config.fail_fast = true;
-  EXPECT_EQ(ChooseDeviceFlags(0x1fffff, config),
-            abi::kFCmdIoctlEncode | abi::kFUserRecovery | abi::kFUserRecoveryFailIo);
+  EXPECT_EQ(ChooseDeviceFlags(0x1fffff, config), abi::kFCmdIoctlEncode | abi::kFUserRecovery |
+                                                     abi::kFUserRecoveryFailIo | abi::kFBatchIo);
 }
 
 TEST(ChooseDeviceFlags, FailFastWithoutFailIoAsksForNoRecoverySoIoFailsWhenTheServerDies) {
@@ -267,6 +268,39 @@ TEST(ChooseDeviceFlags, ZeroCopySwitchedOffMeansCopyModeEvenWhereOffered) {
   DeviceConfig config = TypicalConfig();
   config.zero_copy = false;
   EXPECT_EQ(ChooseDeviceFlags(0x1fffff, config, zero_copy) & abi::kFAutoBufReg, 0u);
+}
+
+TEST(ChooseDeviceFlags, BatchIoWhereTheKernelOffersItWithRecoveryAndZeroCopyKept) {
+  StorageTraits zero_copy;
+  zero_copy.zero_copy = true;
+  const uint64_t flags = ChooseDeviceFlags(0x1fffff, TypicalConfig(), zero_copy);
+  EXPECT_NE(flags & abi::kFBatchIo, 0u);
+  EXPECT_NE(flags & abi::kFAutoBufReg, 0u);
+  EXPECT_NE(flags & abi::kFUserRecovery, 0u);
+  EXPECT_NE(flags & abi::kFUserRecoveryReissue, 0u);
+  EXPECT_STREQ(IoModeName(flags), "batch");
+}
+
+TEST(ChooseDeviceFlags, ClassicOnA612LikeKernelWithoutBatchIo) {
+  // 6.12 offers 0x1fe: no BATCH_IO (bit 15).
+  const uint64_t lts = ChooseDeviceFlags(0x1fe, TypicalConfig());
+  EXPECT_EQ(lts & abi::kFBatchIo, 0u);
+  EXPECT_STREQ(IoModeName(lts), "classic");
+}
+
+TEST(ChooseDeviceFlags, BatchIoSwitchedOffMeansClassicEvenWhereOffered) {
+  DeviceConfig config = TypicalConfig();
+  config.batch_io = false;
+  const uint64_t flags = ChooseDeviceFlags(0x1fffff, config);
+  EXPECT_EQ(flags & abi::kFBatchIo, 0u);
+  EXPECT_STREQ(IoModeName(flags), "classic");
+}
+
+TEST(ChooseDeviceFlags, BatchIoNeedsTheIoctlEncodingItsCommandsUse) {
+  EXPECT_EQ(ChooseDeviceFlags(abi::kFBatchIo, TypicalConfig()) & abi::kFBatchIo, 0u);
+  EXPECT_NE(
+      ChooseDeviceFlags(abi::kFBatchIo | abi::kFCmdIoctlEncode, TypicalConfig()) & abi::kFBatchIo,
+      0u);
 }
 
 TEST(ValidateDeviceConfig, AcceptsATypicalConfig) {

@@ -56,10 +56,7 @@ struct Options {
   std::string bpf_locality = "on";
   std::vector<std::string> watch_block_devices;
   std::string zero_copy = "auto";
-  // Opt-in for now: on 7.3.4 under TCG one kill -9 run (tests/vm 70) oopsed in the kernel's batch
-  // commit path (ublk_batch_commit_io -> blk_mq_end_request), so classic stays the default until
-  // that is understood.
-  std::string batch_io = "off";
+  std::string batch_io = "auto";
   std::string admin_group;   // empty: only root may change volumes
   std::string reader_group;  // empty: nobody else may read them
   std::string listen_tcp;    // empty: no TCP listener
@@ -331,7 +328,7 @@ void AddFlags(CLI::App& app, Options& options) {
   app.add_option("--batch-io", options.batch_io,
                  "auto: UBLK_F_BATCH_IO (per-queue fetch and one commit per loop turn, Linux 7.0+) "
                  "where the kernel offers it; off: new devices always use the classic per-request "
-                 "commands (the default until batch I/O has a clean record under kill -9)")
+                 "commands")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "off"}));
   AddAccessFlags(app, options);

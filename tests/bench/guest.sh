@@ -90,7 +90,7 @@ main() {
 
   group_null() {
     [[ -b /dev/nullb0 ]] || fail "no /dev/nullb0 (null_blk not loaded)"
-    start_agent --log-level warn --metrics-address 127.0.0.1:9477 --batch-io auto
+    start_agent --log-level warn --metrics-address 127.0.0.1:9477
     ctl create-volume bench-null --size 4G --backend null:// --queues 2 >/dev/null
     local ours off classic kublk="-" kublk_b="-" kublk_name="kublk -t null -q 2: not available"
     local kublk_b_name="kublk -t null -q 2 -b: not available"

@@ -6,7 +6,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 sysfs_of() { echo "/sys/block/${1#/dev/}"; }
 
-start_agent --batch-io auto
+start_agent
 
 step "null volume, 256 MiB, 512-byte blocks"
 ctl create-volume vnull --size 256M --backend null://
@@ -69,7 +69,7 @@ ctl delete-volume vro
 expect_eq "volumes left" 0 "$(ctl list-volumes -o json | jq '.volumes | length')"
 stop_agent
 
-step "--batch-io off (the default): the classic commands even where the kernel offers batch"
+step "--batch-io off: the classic commands even where the kernel offers batch"
 start_agent --batch-io off --metrics-address off
 ctl create-volume vclassic --size 64M --backend null://
 expect_eq "vclassic io mode" classic "$(ctl get-volume vclassic -o json | jq -r .volume.status.ioMode)"

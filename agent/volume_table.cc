@@ -222,7 +222,7 @@ void VolumeTable::StartRetrying(std::chrono::milliseconds initial_backoff,
   retrier_.Start(initial_backoff, max_backoff);
 }
 
-absl::StatusOr<v1::Volume> VolumeTable::Create(const v1::Volume& requested) {
+absl::StatusOr<v1::Volume> VolumeTable::Create(const v1::Volume& requested, bool size_is_minimum) {
   v1::Volume spec = NormalizeVolumeSpec(requested);
   if (absl::Status valid = ValidateVolumeSpec(spec); !valid.ok()) return valid;
   std::optional<v1::Volume> existing;
@@ -232,7 +232,8 @@ absl::StatusOr<v1::Volume> VolumeTable::Create(const v1::Volume& requested) {
     if (it != entries_.end()) existing = it->second.volume;
   }
   // Probes run without the lock: a handshake may take as long as the connect timeout.
-  if (absl::Status resolved = resolver_.Resolve(spec, existing ? &*existing : nullptr);
+  if (absl::Status resolved =
+          resolver_.Resolve(spec, existing ? &*existing : nullptr, size_is_minimum);
       !resolved.ok()) {
     return resolved;
   }

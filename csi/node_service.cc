@@ -120,8 +120,12 @@ grpc::Status NodeService::NodeStageVolume(grpc::ServerContext*,
   absl::MutexLock lock(&operations_mu_);
   // The agent's CreateVolume is idempotent: the same spec again is fine, a different one is
   // ALREADY_EXISTS, which is also the spec's code for "staged with an incompatible volume".
+  // The context's size is a floor: Kubernetes keeps the size the volume was provisioned with
+  // after NodeExpandVolume grew it, so a restage takes the backing's (grown) size instead of
+  // putting a smaller device under the grown filesystem.
   blk::v1::CreateVolumeRequest create;
   *create.mutable_volume() = *std::move(volume);
+  create.set_size_is_minimum(true);
   absl::StatusOr<blk::v1::CreateVolumeResponse> created = agent_.CreateVolume(create);
   if (!created.ok()) return ToGrpc(created.status());
   absl::StatusOr<std::string> device = LiveDevice(request->volume_id());

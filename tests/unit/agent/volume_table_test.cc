@@ -1016,6 +1016,22 @@ TEST_F(ResizeTest, GrowsTheDeviceAndRecordsTheNewSize) {
   EXPECT_EQ(Registry().LoadAll().records[0].spec.size_bytes(), uint64_t{128} << 20);
 }
 
+TEST_F(ResizeTest, ARestageWithTheOldSizeAsMinimumGetsTheGrownVolume) {
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
+  ASSERT_TRUE(Table().Resize("v1", uint64_t{128} << 20).ok());
+  // The caller only knows the size the volume was created with (a CSI volume context).
+  auto again = Table().Create(NullVolume("v1"), /*size_is_minimum=*/true);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->size_bytes(), uint64_t{128} << 20);
+  // Without the flag the size is compared exactly, as before.
+  EXPECT_EQ(Table().Create(NullVolume("v1")).status().code(), absl::StatusCode::kAlreadyExists);
+  v1::Volume larger = NullVolume("v1");
+  larger.set_size_bytes(uint64_t{256} << 20);
+  EXPECT_EQ(Table().Create(larger, /*size_is_minimum=*/true).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(provisioner_.devices["v1"]->size_bytes, uint64_t{128} << 20);
+}
+
 TEST_F(ResizeTest, TheSameSizeAgainChangesNothing) {
   ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
   ASSERT_TRUE(Table().Resize("v1", uint64_t{128} << 20).ok());

@@ -403,12 +403,16 @@ absl::StatusOr<v1::Volume> VolumeTable::Resize(const std::string& id, uint64_t s
           absl::StrCat("volume '", id, "' has no device serving it (state ",
                        v1::VolumeStateName(entry.volume.status().state()), ")"));
     }
-    claim.emplace(mutex_, entries_, id);
     resized = SpecOf(entry.volume);
+    resized.set_size_bytes(size_bytes);
+    if (absl::Status free = CheckGrowthIsFree(resized, entries_); !free.ok()) {
+      return absl::Status(free.code(), absl::StrCat("size_bytes: growing volume '", id, "' to ",
+                                                    size_bytes, ": ", free.message()));
+    }
+    claim.emplace(mutex_, entries_, id);
     device = entry.device.get();
     device_id = entry.device_id;
   }
-  resized.set_size_bytes(size_bytes);
 
   // The kernel first, the record after. Killed in between, the next agent recovers the device at
   // the kernel's new size while the record keeps the old one: the device keeps working, and the

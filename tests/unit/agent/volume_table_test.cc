@@ -1064,6 +1064,23 @@ TEST_F(ResizeTest, GetListAndStatsAnswerWhileTheDeviceGrows) {
   EXPECT_EQ(Table().Get("v1")->size_bytes(), uint64_t{128} << 20);
 }
 
+TEST_F(ResizeTest, AnNvmeVolumeGrowsUpToItsNeighbourButNotIntoIt) {
+  ASSERT_TRUE(Table().Create(NvmeVolume("a", 0, 128 << 20)).ok());
+  ASSERT_TRUE(Table().Create(NvmeVolume("b", 256 << 20, 256 << 20)).ok());
+  auto grown = Table().Resize("a", uint64_t{256} << 20);
+  ASSERT_TRUE(grown.ok()) << grown.status();
+  EXPECT_EQ(grown->size_bytes(), uint64_t{256} << 20);
+
+  auto refused = Table().Resize("a", uint64_t{384} << 20);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("overlap volume 'b'"));
+  EXPECT_EQ(provisioner_.devices["a"]->size_bytes, uint64_t{256} << 20);
+  EXPECT_EQ(provisioner_.devices["a"]->resizes, 1);
+  EXPECT_EQ(Table().Get("a")->size_bytes(), uint64_t{256} << 20);
+  // The last volume on the namespace is not in anyone's way.
+  EXPECT_TRUE(Table().Resize("b", uint64_t{512} << 20).ok());
+}
+
 TEST_F(ResizeTest, TheSameSizeAgainChangesNothing) {
   ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
   ASSERT_TRUE(Table().Resize("v1", uint64_t{128} << 20).ok());

@@ -341,6 +341,16 @@ grpc::Status NodeService::NodeExpandVolume(grpc::ServerContext*,
                         absl::StrCat("capacity_range: ", required, " bytes rounded up to the ",
                                      block, "-byte block size exceed limit_bytes ", limit));
   }
+  if (wanted > volume.size_bytes() && volume.has_nvme()) {
+    // A restage creates the volume at the context's size again: unlike a file or an export, a
+    // namespace (which may hold other volumes) cannot tell how far this one had grown.
+    return grpc::Status(
+        grpc::StatusCode::FAILED_PRECONDITION,
+        absl::StrCat("volume ", request->volume_id(), " is on NVMe namespace ",
+                     volume.nvme().path(),
+                     ": its grown size would be lost at the next stage; "
+                     "recreate it with the new size in its volume context instead"));
+  }
   if (wanted > volume.size_bytes()) {
     blk::v1::ResizeVolumeRequest resize;
     resize.set_id(request->volume_id());

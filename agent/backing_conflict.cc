@@ -8,7 +8,7 @@ namespace {
 
 absl::Status CheckNvmeRangeIsFree(const v1::Volume& spec, const VolumeEntries& volumes) {
   for (const auto& [id, entry] : volumes) {
-    if (!NvmeVolumesOverlap(spec, entry.volume)) continue;
+    if (id == spec.id() || !NvmeVolumesOverlap(spec, entry.volume)) continue;
     const uint64_t start = spec.nvme().offset_bytes();
     const uint64_t other = entry.volume.nvme().offset_bytes();
     return absl::FailedPreconditionError(
@@ -35,6 +35,11 @@ absl::Status CheckFileIsFree(const v1::Volume& spec, const VolumeEntries& volume
 absl::Status CheckBackingIsFree(const v1::Volume& spec, const VolumeEntries& volumes) {
   if (spec.has_nvme()) return CheckNvmeRangeIsFree(spec, volumes);
   if (spec.backend_case() == v1::Volume::kFile) return CheckFileIsFree(spec, volumes);
+  return absl::OkStatus();
+}
+
+absl::Status CheckGrowthIsFree(const v1::Volume& grown, const VolumeEntries& volumes) {
+  if (grown.has_nvme()) return CheckNvmeRangeIsFree(grown, volumes);
   return absl::OkStatus();
 }
 

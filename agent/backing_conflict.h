@@ -12,4 +12,8 @@ namespace blk::agent {
 // `volumes`; OK when it shares none (null and NBD volumes never conflict).
 absl::Status CheckBackingIsFree(const v1::Volume& spec, const VolumeEntries& volumes);
 
+// For a volume growing in place, `grown` at its new size: FAILED_PRECONDITION when its bytes of
+// an NVMe namespace would overlap another volume's (other backends never conflict by growing).
+absl::Status CheckGrowthIsFree(const v1::Volume& grown, const VolumeEntries& volumes);
+
 }  // namespace blk::agent

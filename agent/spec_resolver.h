@@ -21,9 +21,15 @@ class SpecResolver {
   // nothing is probed: a repeated request gets the existing volume whatever it resolved to, and
   // any other difference is still reported by the caller's comparison. Probes block (a handshake,
   // a device command): call without locks held.
-  absl::Status Resolve(v1::Volume& spec, const v1::Volume* existing) const;
+  //
+  // With `size_is_minimum` (CreateVolumeRequest.size_is_minimum) the spec's size is a floor: a
+  // new file or nbd volume takes its backing's size when that is larger (a missing file: the
+  // spec's), and an existing volume at least that large lends its size.
+  absl::Status Resolve(v1::Volume& spec, const v1::Volume* existing,
+                       bool size_is_minimum = false) const;
 
  private:
+  absl::Status ResolveMinimumSize(v1::Volume& spec, const v1::Volume* existing) const;
   absl::Status ResolveNbdSize(v1::Volume& spec, const v1::Volume* existing) const;
   absl::Status ResolveNvme(v1::Volume& spec, const v1::Volume* existing) const;
 

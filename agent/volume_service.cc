@@ -85,7 +85,7 @@ grpc::ServerUnaryReactor* VolumeService::GetVolumeStats(grpc::CallbackServerCont
 
 grpc::Status VolumeService::Create(const v1::CreateVolumeRequest& request,
                                    v1::CreateVolumeResponse& response) {
-  absl::StatusOr<v1::Volume> volume = volumes_.Create(request.volume());
+  absl::StatusOr<v1::Volume> volume = volumes_.Create(request.volume(), request.size_is_minimum());
   if (!volume.ok()) {
     spdlog::info("CreateVolume {}: {}", request.volume().id(), volume.status().ToString());
     return ToGrpcStatus(volume.status());

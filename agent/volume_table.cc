@@ -223,7 +223,7 @@ void VolumeTable::StartRetrying(std::chrono::milliseconds initial_backoff,
   retrier_.Start(initial_backoff, max_backoff);
 }
 
-absl::StatusOr<v1::Volume> VolumeTable::Create(const v1::Volume& requested) {
+absl::StatusOr<v1::Volume> VolumeTable::Create(const v1::Volume& requested, bool size_is_minimum) {
   v1::Volume spec = NormalizeVolumeSpec(requested);
   if (absl::Status valid = ValidateVolumeSpec(spec); !valid.ok()) return valid;
   std::optional<v1::Volume> existing;
@@ -233,7 +233,8 @@ absl::StatusOr<v1::Volume> VolumeTable::Create(const v1::Volume& requested) {
     if (it != entries_.end()) existing = it->second.volume;
   }
   // Probes run without the lock: a handshake may take as long as the connect timeout.
-  if (absl::Status resolved = resolver_.Resolve(spec, existing ? &*existing : nullptr);
+  if (absl::Status resolved =
+          resolver_.Resolve(spec, existing ? &*existing : nullptr, size_is_minimum);
       !resolved.ok()) {
     return resolved;
   }
@@ -403,12 +404,16 @@ absl::StatusOr<v1::Volume> VolumeTable::Resize(const std::string& id, uint64_t s
           absl::StrCat("volume '", id, "' has no device serving it (state ",
                        v1::VolumeStateName(entry.volume.status().state()), ")"));
     }
-    claim.emplace(mutex_, entries_, id);
     resized = SpecOf(entry.volume);
+    resized.set_size_bytes(size_bytes);
+    if (absl::Status free = CheckGrowthIsFree(resized, entries_); !free.ok()) {
+      return absl::Status(free.code(), absl::StrCat("size_bytes: growing volume '", id, "' to ",
+                                                    size_bytes, ": ", free.message()));
+    }
+    claim.emplace(mutex_, entries_, id);
     device = entry.device.get();
     device_id = entry.device_id;
   }
-  resized.set_size_bytes(size_bytes);
 
   // The kernel first, the record after. Killed in between, the next agent recovers the device at
   // the kernel's new size while the record keeps the old one: the device keeps working, and the

@@ -63,7 +63,8 @@ class VolumeTable {
 
   // An NBD volume requested without a size gets the export's (probed here, on the caller's
   // thread); repeating that request returns the existing volume whatever size it resolved to.
-  absl::StatusOr<v1::Volume> Create(const v1::Volume& requested);
+  // `size_is_minimum`: see CreateVolumeRequest.size_is_minimum (SpecResolver::Resolve).
+  absl::StatusOr<v1::Volume> Create(const v1::Volume& requested, bool size_is_minimum = false);
   absl::Status Delete(const std::string& id, bool force);
   // Sets the tunables `mask` names (only "rq_affinity" today) to their values
   // in `changes`, on the device and in the registry; see UpdateVolumeRequest.

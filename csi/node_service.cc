@@ -154,8 +154,12 @@ grpc::Status NodeService::NodeStageVolume(grpc::ServerContext*,
   }
   // The agent's CreateVolume is idempotent: the same spec again is fine, a different one is
   // ALREADY_EXISTS, which is also the spec's code for "staged with an incompatible volume".
+  // The context's size is a floor: Kubernetes keeps the size the volume was provisioned with
+  // after NodeExpandVolume grew it, so a restage takes the backing's (grown) size instead of
+  // putting a smaller device under the grown filesystem.
   blk::v1::CreateVolumeRequest create;
   *create.mutable_volume() = *std::move(volume);
+  create.set_size_is_minimum(true);
   absl::StatusOr<blk::v1::CreateVolumeResponse> created = agent_.CreateVolume(create);
   if (!created.ok()) return ToGrpc(created.status());
   absl::StatusOr<std::string> device = LiveDevice(request->volume_id());
@@ -436,6 +440,16 @@ grpc::Status NodeService::NodeExpandVolume(grpc::ServerContext*,
     return grpc::Status(grpc::StatusCode::OUT_OF_RANGE,
                         absl::StrCat("capacity_range: ", required, " bytes rounded up to the ",
                                      block, "-byte block size exceed limit_bytes ", limit));
+  }
+  if (wanted > volume.size_bytes() && volume.has_nvme()) {
+    // A restage creates the volume at the context's size again: unlike a file or an export, a
+    // namespace (which may hold other volumes) cannot tell how far this one had grown.
+    return grpc::Status(
+        grpc::StatusCode::FAILED_PRECONDITION,
+        absl::StrCat("volume ", request->volume_id(), " is on NVMe namespace ",
+                     volume.nvme().path(),
+                     ": its grown size would be lost at the next stage; "
+                     "recreate it with the new size in its volume context instead"));
   }
   if (wanted > volume.size_bytes()) {
     blk::v1::ResizeVolumeRequest resize;

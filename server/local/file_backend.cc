@@ -39,6 +39,24 @@ bool DirectReadWorks(int fd, uint32_t block_size) {
 
 }  // namespace
 
+absl::StatusOr<std::optional<uint64_t>> ExistingBackingSize(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return std::nullopt;
+    return PathError(path, "stat", errno);
+  }
+  if (S_ISREG(st.st_mode)) return static_cast<uint64_t>(st.st_size);
+  if (!S_ISBLK(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend file ", path, " is neither a regular file nor a block device"));
+  }
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return PathError(path, "open", errno);
+  uint64_t size = 0;
+  if (::ioctl(fd.get(), BLKGETSIZE64, &size) != 0) return PathError(path, "BLKGETSIZE64", errno);
+  return size;
+}
+
 absl::StatusOr<std::unique_ptr<FileStorage>> FileStorage::Open(const std::string& path,
                                                                const DeviceConfig& config,
                                                                OpenPurpose purpose) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,11 @@ class FileStorage final : public Storage {
   bool direct_io_;
   bool is_block_device_;
 };
+
+// The size of an existing backing file (st_size) or block device (BLKGETSIZE64); nullopt when
+// nothing exists at `path` (Open would create the file). Anything else, or a path that cannot be
+// read: InvalidArgument naming the path.
+absl::StatusOr<std::optional<uint64_t>> ExistingBackingSize(const std::string& path);
 
 // Per-queue I/O on a FileStorage's descriptor through the queue's ring (a registered file).
 // Short reads and writes are resubmitted for the rest; a read past the end of the file reads

@@ -414,7 +414,7 @@ void Backend::OnReconnected() {
     return;
   }
   const ExportInfo& info = connection->info;
-  const bool compatible = info.size >= options_.device_size &&
+  const bool compatible = info.size >= options_.device_size->load(std::memory_order_acquire) &&
                           (options_.read_only || !info.read_only()) &&
                           max_chunk_ >= info.min_block && zeroes_.size() >= info.min_block;
   if (!compatible) {

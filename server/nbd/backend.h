@@ -35,7 +35,9 @@ namespace blk::server::nbd {
 
 struct BackendOptions {
   bool read_only = false;
-  uint64_t device_size = 0;  // a reconnected export must still be at least this large
+  // A reconnected export must still be at least this large: the volume's size, raised by
+  // Storage::Grow while the device serves I/O (read only on a reconnect, never per I/O).
+  std::shared_ptr<const std::atomic<uint64_t>> device_size;
   uint32_t io_timeout_ms = 30000;
   uint16_t queue_depth = 128;
   // Set when the volume's queues share this backend's connection (it is queue 0's).

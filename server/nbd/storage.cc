@@ -35,7 +35,8 @@ absl::StatusOr<std::unique_ptr<Storage>> Storage::Open(const NbdBackendConfig& b
   storage->connect_timeout_ = connect_timeout;
   storage->info_ = info;
   storage->options_.read_only = config.read_only;
-  storage->options_.device_size = config.size_bytes;
+  storage->device_size_->store(config.size_bytes, std::memory_order_release);
+  storage->options_.device_size = storage->device_size_;
   storage->options_.io_timeout_ms = backend.io_timeout_ms;
   storage->first_ = std::move(*connection);
   storage->queues_ = std::max<uint16_t>(config.queues, 1);
@@ -54,6 +55,12 @@ absl::Status Storage::Grow(uint64_t size_bytes) {
     return absl::FailedPreconditionError(absl::StrCat("NBD export ", address_.ToString(), " has ",
                                                       connection->info.size, " bytes, fewer than ",
                                                       size_bytes));
+  }
+  // Raised before the kernel grows the device, so no I/O beyond the old end can reach an export
+  // a reconnect found shrunk back; the kernel refusing the new size leaves a floor the export was
+  // just seen to meet.
+  if (size_bytes > device_size_->load(std::memory_order_relaxed)) {
+    device_size_->store(size_bytes, std::memory_order_release);
   }
   return absl::OkStatus();
 }

@@ -3,6 +3,7 @@
 // shared_connection.h). Queue backends are made in queue order, queue 0 first.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -24,7 +25,8 @@ class Storage final : public server::Storage {
                                                        const DeviceConfig& config);
   absl::StatusOr<std::unique_ptr<server::Backend>> NewQueueBackend(uint16_t queue_depth) override;
   // Asks the server again for the export's size (it may have grown since Open): FailedPrecondition
-  // when it is still smaller than `size_bytes`. Blocking (a new connection).
+  // when it is still smaller than `size_bytes`. Otherwise a reconnect from then on must find the
+  // export at least `size_bytes` large. Blocking (a new connection).
   absl::Status Grow(uint64_t size_bytes) override;
 
   const ExportInfo& export_info() const { return info_; }
@@ -37,6 +39,8 @@ class Storage final : public server::Storage {
   std::chrono::milliseconds connect_timeout_{0};  // NbdBackendConfig::connect_timeout_ms
   ExportInfo info_;
   BackendOptions options_;
+  // The size a reconnected export must still have; the queues' backends share it.
+  std::shared_ptr<std::atomic<uint64_t>> device_size_ = std::make_shared<std::atomic<uint64_t>>(0);
   std::optional<Connection> first_;  // made by Open, used by the first queue
   uint16_t queues_ = 1;
   uint16_t queues_made_ = 0;

@@ -10,13 +10,15 @@
 namespace blk::server {
 
 NvmeBackend::NvmeBackend(int fd, const nvme::NamespaceTarget& target, uint16_t queue_depth,
-                         uint32_t max_request_bytes, std::shared_ptr<NvmeStats> stats)
+                         uint32_t max_request_bytes, std::shared_ptr<NvmeStats> stats,
+                         std::shared_ptr<const std::atomic<uint64_t>> size_blocks)
     : fd_(fd),
       target_(target),
       commands_per_tag_(nvme::MaxCommandsPerRequest(target, max_request_bytes)),
       tags_(queue_depth),
       commands_(size_t{queue_depth} * commands_per_tag_),
-      stats_(std::move(stats)) {}
+      stats_(std::move(stats)),
+      size_blocks_(std::move(size_blocks)) {}
 
 absl::Status NvmeBackend::Attach(Ring& ring, int first_file, Completer completer) {
   constexpr unsigned kBig = IORING_SETUP_SQE128 | IORING_SETUP_CQE32;
@@ -42,6 +44,9 @@ void NvmeBackend::Submit(uint16_t tag, const BlockIo& io) {
   request.buffer = reinterpret_cast<uintptr_t>(io.buffer);
   std::span<nvme::UringCmd> commands(commands_.data() + size_t{tag} * commands_per_tag_,
                                      commands_per_tag_);
+  // A plain load on x86 (acquire pairs with Grow's release): no request beyond the old end comes
+  // before Grow raised it, since the kernel grows the device only after.
+  if (size_blocks_ != nullptr) target_.size_blocks = size_blocks_->load(std::memory_order_acquire);
   const int count = nvme::BuildCommands(target_, request, commands, &state.dsm);
   if (count < 0) return completer_.Complete(tag, count);
   const int32_t result = io.op == abi::kIoOpFlush ? 0 : static_cast<int32_t>(io.length);

@@ -3,6 +3,7 @@
 // file of the queue's ring, and completes once all of them have.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -19,8 +20,11 @@ class NvmeBackend final : public Backend {
   // command arrays (discards and write-zeroes need one command within the device's limits).
   // A command that finds the namespace gone fails its request with EIO and is recorded in
   // `stats` (may be null).
+  // `size_blocks` (may be null: the target's, fixed) is the volume's length as NvmeStorage::Grow
+  // raises it while the queues run; every request is checked against its current value.
   NvmeBackend(int fd, const nvme::NamespaceTarget& target, uint16_t queue_depth,
-              uint32_t max_request_bytes, std::shared_ptr<NvmeStats> stats = nullptr);
+              uint32_t max_request_bytes, std::shared_ptr<NvmeStats> stats = nullptr,
+              std::shared_ptr<const std::atomic<uint64_t>> size_blocks = nullptr);
 
   std::vector<int> Files() const override { return {fd_}; }
   absl::Status Attach(Ring& ring, int first_file, Completer completer) override;
@@ -44,6 +48,7 @@ class NvmeBackend final : public Backend {
   std::vector<TagState> tags_;
   std::vector<nvme::UringCmd> commands_;  // commands_per_tag_ per tag
   std::shared_ptr<NvmeStats> stats_;
+  std::shared_ptr<const std::atomic<uint64_t>> size_blocks_;
 };
 
 }  // namespace blk::server

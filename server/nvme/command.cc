@@ -92,6 +92,30 @@ absl::StatusOr<NamespaceTarget> MakeNamespaceTarget(const NamespaceProfile& prof
   return target;
 }
 
+absl::StatusOr<uint64_t> GrownSizeBlocks(const NamespaceTarget& target, uint64_t namespace_bytes,
+                                         uint64_t size_bytes) {
+  const uint64_t lba_bytes = uint64_t{1} << target.lba_shift;
+  const uint64_t offset_bytes = target.offset_blocks << target.lba_shift;
+  const uint64_t current_bytes = target.size_blocks << target.lba_shift;
+  if (size_bytes % lba_bytes != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("a volume size of ", size_bytes,
+                                                   " bytes is not a multiple of the LBA size of ",
+                                                   lba_bytes, " bytes"));
+  }
+  if (size_bytes < current_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the volume has ", current_bytes, " bytes; it cannot shrink to ", size_bytes));
+  }
+  if (offset_bytes > namespace_bytes || size_bytes > namespace_bytes - offset_bytes) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the namespace has ", namespace_bytes, " bytes: a volume at offset ",
+                     offset_bytes, " can grow to at most ",
+                     offset_bytes > namespace_bytes ? 0 : namespace_bytes - offset_bytes,
+                     " bytes, not ", size_bytes));
+  }
+  return size_bytes >> target.lba_shift;
+}
+
 uint32_t MaxCommandsPerRequest(const NamespaceTarget& target, uint32_t max_request_bytes) {
   if (target.max_transfer_bytes == 0) return 1;
   const uint64_t by_transfer =

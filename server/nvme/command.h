@@ -31,6 +31,13 @@ struct NamespaceTarget {
 absl::StatusOr<NamespaceTarget> MakeNamespaceTarget(const NamespaceProfile& profile,
                                                     uint64_t offset_bytes, uint64_t size_bytes);
 
+// The volume's length in blocks once grown to `size_bytes` (ResizeVolume), in a namespace now
+// `namespace_bytes` large (it may have grown since the volume was placed): InvalidArgument when
+// the size is not a multiple of the LBA size or smaller than the volume; FailedPrecondition naming
+// the namespace's size when the volume would end beyond it.
+absl::StatusOr<uint64_t> GrownSizeBlocks(const NamespaceTarget& target, uint64_t namespace_bytes,
+                                         uint64_t size_bytes);
+
 // One ublk request, in bytes relative to the volume.
 struct BlockRequest {
   uint8_t op = 0;  // abi::kIoOp* (ublk)

@@ -67,7 +67,8 @@ absl::StatusOr<std::unique_ptr<NvmeStorage>> NvmeStorage::Open(const NvmeBackend
   absl::StatusOr<nvme::NamespaceTarget> target =
       nvme::MakeNamespaceTarget(*profile, nvme.offset_bytes, config.size_bytes);
   if (!target.ok()) return PathError(nvme.path, target.status().message());
-  return std::unique_ptr<NvmeStorage>(new NvmeStorage(std::move(*fd), *target, config, nvme.stats));
+  return std::unique_ptr<NvmeStorage>(
+      new NvmeStorage(std::move(*fd), nvme.path, *target, config, nvme.stats));
 }
 
 StorageTraits NvmeStorage::traits() const {
@@ -88,15 +89,24 @@ StorageTraits NvmeStorage::traits() const {
 }
 
 absl::Status NvmeStorage::Grow(uint64_t size_bytes) {
-  return absl::FailedPreconditionError(
-      absl::StrCat("an NVMe volume cannot grow while its device runs (asked for ", size_bytes,
-                   " bytes): its queues check every request against the extent they started "
-                   "with"));
+  absl::StatusOr<nvme::NamespaceProfile> profile = Identify(path_, fd_.get());
+  if (!profile.ok()) return profile.status();
+  nvme::NamespaceTarget current = target_;
+  current.size_blocks = size_blocks_->load(std::memory_order_relaxed);
+  absl::StatusOr<uint64_t> blocks =
+      nvme::GrownSizeBlocks(current, profile->format.size_bytes(), size_bytes);
+  if (!blocks.ok()) {
+    return absl::Status(blocks.status().code(),
+                        absl::StrCat("nvme backend ", path_, ": ", blocks.status().message()));
+  }
+  // Before the kernel grows the device: no request beyond the old end comes earlier.
+  size_blocks_->store(*blocks, std::memory_order_release);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> NvmeStorage::NewQueueBackend(uint16_t queue_depth) {
   return std::make_unique<NvmeBackend>(fd_.get(), target_, queue_depth, config_.max_io_bytes,
-                                       stats_);
+                                       stats_, size_blocks_);
 }
 
 absl::StatusOr<NvmeNamespaceInfo> ProbeNvmeNamespace(const std::string& path) {

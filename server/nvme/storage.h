@@ -1,6 +1,7 @@
 // A volume on an NVMe namespace, served through io_uring passthrough on its generic char device.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -22,19 +23,28 @@ class NvmeStorage final : public Storage {
                                                            const DeviceConfig& config);
   absl::StatusOr<std::unique_ptr<Backend>> NewQueueBackend(uint16_t queue_depth) override;
   StorageTraits traits() const override;
-  // Refused: every queue checks its requests against the volume's extent in the namespace, fixed
-  // when the queue starts.
+  // Identifies the namespace again (it may have grown) and raises the extent every queue checks
+  // its requests against; the rules and errors are nvme::GrownSizeBlocks's (beyond the
+  // namespace: FailedPrecondition naming its size). Overlap with other volumes on the namespace is
+  // the caller's to check.
   absl::Status Grow(uint64_t size_bytes) override;
 
   const nvme::NamespaceTarget& target() const { return target_; }
 
  private:
-  NvmeStorage(UniqueFd fd, const nvme::NamespaceTarget& target, const DeviceConfig& config,
-              std::shared_ptr<NvmeStats> stats)
-      : fd_(std::move(fd)), target_(target), config_(config), stats_(std::move(stats)) {}
+  NvmeStorage(UniqueFd fd, std::string path, const nvme::NamespaceTarget& target,
+              const DeviceConfig& config, std::shared_ptr<NvmeStats> stats)
+      : fd_(std::move(fd)),
+        path_(std::move(path)),
+        target_(target),
+        size_blocks_(std::make_shared<std::atomic<uint64_t>>(target.size_blocks)),
+        config_(config),
+        stats_(std::move(stats)) {}
 
   UniqueFd fd_;
-  nvme::NamespaceTarget target_;
+  std::string path_;
+  nvme::NamespaceTarget target_;  // size_blocks as at Open; the queues read size_blocks_
+  std::shared_ptr<std::atomic<uint64_t>> size_blocks_;
   DeviceConfig config_;
   std::shared_ptr<NvmeStats> stats_;
 };

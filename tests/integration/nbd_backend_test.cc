@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -380,6 +381,54 @@ TEST_F(NbdBackendTest, ServerDownPastIoTimeoutFailsWithEioThenRecovers) {
   while (result != 4096 && testing_nbd::Clock::now() < deadline) {
     driver_->Pump(std::chrono::milliseconds(100));
     result = driver_->RunOne(Io(abi::kIoOpRead, 0, 4096));
+  }
+  EXPECT_EQ(result, 4096);
+  EXPECT_EQ(storage_->stats()->reconnects.load(), 1u);
+}
+
+// Lines of nbdkit's log filter for connections that negotiated an export of `size` bytes.
+int ConnectsWithSize(const std::string& log, uint64_t size) {
+  std::ifstream in(log);
+  char hex[32];
+  std::snprintf(hex, sizeof(hex), "size=0x%llx", static_cast<unsigned long long>(size));
+  int count = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("Connect") != std::string::npos && line.find(hex) != std::string::npos) ++count;
+  }
+  return count;
+}
+
+TEST_F(NbdBackendTest, AReconnectAfterAGrowNeedsTheGrownSize) {
+  const std::string image = MakeImage("grown.img");  // 16 MiB
+  const std::string log = dir_ + "/nbdkit.log";
+  StartKit({"--filter=log", "file", image, "logfile=" + log});
+  ASSERT_TRUE(Open(kit_->uri(), /*io_timeout_ms=*/800, 16 << 20).ok());
+  std::filesystem::resize_file(image, 32 << 20);
+  ASSERT_TRUE(storage_->Grow(32 << 20).ok());
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 4096)), 4096);
+
+  // The export shrinks back below the grown size, yet above the size at open, and the server
+  // restarts: every reconnect must be refused.
+  kit_->Kill();
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 4096)), -EIO);
+  std::filesystem::resize_file(image, 24 << 20);
+  ASSERT_TRUE(kit_->Start());
+  const auto deadline = testing_nbd::Clock::now() + std::chrono::seconds(20);
+  while (ConnectsWithSize(log, 24 << 20) < 2 && storage_->stats()->reconnects.load() == 0 &&
+         testing_nbd::Clock::now() < deadline) {
+    driver_->Pump(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(storage_->stats()->reconnects.load(), 0u)
+      << "reconnected to an export of 24 MiB under a volume grown to 32 MiB";
+  ASSERT_GE(ConnectsWithSize(log, 24 << 20), 2) << "the backend did not try to reconnect";
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 4096)), -EIO);
+
+  // Grown back to the volume's size: the next attempt is taken.
+  std::filesystem::resize_file(image, 32 << 20);
+  int32_t result = -EIO;
+  while (result != 4096 && testing_nbd::Clock::now() < deadline) {
+    driver_->Pump(std::chrono::milliseconds(100));
+    result = driver_->RunOne(Io(abi::kIoOpRead, (32 << 20) - 4096, 4096));
   }
   EXPECT_EQ(result, 4096);
   EXPECT_EQ(storage_->stats()->reconnects.load(), 1u);

@@ -1,11 +1,14 @@
 #include "agent/spec_resolver.h"
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "agent/volume_validation.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/agent/temp_dir.h"
 
 namespace blk::agent {
 namespace {
@@ -32,6 +35,13 @@ class SpecResolverTest : public ::testing::Test {
     volume.set_id("r1");
     volume.set_size_bytes(size);
     volume.mutable_nbd()->set_uri("nbd://127.0.0.1:10809/exp");
+    return NormalizeVolumeSpec(volume);
+  }
+  static v1::Volume File(const std::string& path, uint64_t size) {
+    v1::Volume volume;
+    volume.set_id("f1");
+    volume.set_size_bytes(size);
+    volume.mutable_file()->set_path(path);
     return NormalizeVolumeSpec(volume);
   }
   static v1::Volume Nvme(uint64_t offset) {
@@ -82,6 +92,55 @@ TEST_F(SpecResolverTest, AnNvmeSpecTakesTheNamespacesBlockSizeAndTheRestOfItsByt
   EXPECT_EQ(spec.logical_block_size(), 4096u);
   EXPECT_EQ(spec.size_bytes(), uint64_t{768} << 20);
   EXPECT_THAT(probed_, ElementsAre("/dev/ng0n1"));
+}
+
+TEST_F(SpecResolverTest, AMinimumSizeTakesALargerExportsSizeAndKeepsItsOwnOverASmallerOne) {
+  v1::Volume spec = Nbd(64 << 20);
+  ASSERT_TRUE(Resolver().Resolve(spec, nullptr, /*size_is_minimum=*/true).ok());
+  EXPECT_EQ(spec.size_bytes(), uint64_t{256} << 20);
+  EXPECT_THAT(probed_, ElementsAre("nbd://127.0.0.1:10809/exp"));
+
+  export_size_ = uint64_t{32} << 20;  // opening the volume refuses it later, naming both sizes
+  spec = Nbd(64 << 20);
+  ASSERT_TRUE(Resolver().Resolve(spec, nullptr, /*size_is_minimum=*/true).ok());
+  EXPECT_EQ(spec.size_bytes(), uint64_t{64} << 20);
+}
+
+TEST_F(SpecResolverTest, AMinimumSizeTakesALargerFilesSizeRoundedToTheBlockSize) {
+  blk::testing::TempDir dir;
+  const std::string path = dir.path() + "/grown.img";
+  { std::ofstream create(path); }
+  std::filesystem::resize_file(path, (uint64_t{96} << 20) + 100);
+  v1::Volume spec = File(path, 64 << 20);
+  ASSERT_TRUE(Resolver().Resolve(spec, nullptr, /*size_is_minimum=*/true).ok());
+  EXPECT_EQ(spec.size_bytes(), uint64_t{96} << 20);
+
+  std::filesystem::resize_file(path, uint64_t{32} << 20);
+  spec = File(path, 64 << 20);
+  ASSERT_TRUE(Resolver().Resolve(spec, nullptr, /*size_is_minimum=*/true).ok());
+  EXPECT_EQ(spec.size_bytes(), uint64_t{64} << 20);
+
+  spec = File(dir.path() + "/missing.img", 64 << 20);  // created at the asked size
+  ASSERT_TRUE(Resolver().Resolve(spec, nullptr, /*size_is_minimum=*/true).ok());
+  EXPECT_EQ(spec.size_bytes(), uint64_t{64} << 20);
+
+  spec = File(dir.path(), 64 << 20);
+  absl::Status directory = Resolver().Resolve(spec, nullptr, /*size_is_minimum=*/true);
+  EXPECT_EQ(directory.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(directory.message()), HasSubstr(dir.path()));
+  EXPECT_THAT(probed_, IsEmpty());
+}
+
+TEST_F(SpecResolverTest, AnExistingVolumeAtLeastTheMinimumLendsItsSize) {
+  v1::Volume existing = Nbd(128 << 20);
+  v1::Volume spec = Nbd(64 << 20);
+  ASSERT_TRUE(Resolver().Resolve(spec, &existing, /*size_is_minimum=*/true).ok());
+  EXPECT_EQ(spec.size_bytes(), uint64_t{128} << 20);
+  // Smaller than the minimum: the size stays, so the caller's comparison reports the difference.
+  spec = Nbd(uint64_t{512} << 20);
+  ASSERT_TRUE(Resolver().Resolve(spec, &existing, /*size_is_minimum=*/true).ok());
+  EXPECT_EQ(spec.size_bytes(), uint64_t{512} << 20);
+  EXPECT_THAT(probed_, IsEmpty());
 }
 
 TEST_F(SpecResolverTest, AResolvedSpecIsValidatedAgain) {

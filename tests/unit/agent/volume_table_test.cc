@@ -29,7 +29,8 @@ struct FakeDeviceState {
   uint64_t size_bytes = 0;  // the kernel's capacity: the spec's, then what Resize set
   int resizes = 0;
   absl::Status resize_error;  // what Resize fails with (a kernel without UPDATE_SIZE)
-  // When valid, Stop and Detach announce themselves on `slow_entered` and wait for `slow_gate`.
+  // When valid, Stop, Detach and Resize announce themselves on `slow_entered` and wait for
+  // `slow_gate`.
   std::shared_future<void> slow_gate;
   std::promise<void> slow_entered;
 };
@@ -53,6 +54,7 @@ class FakeDevice final : public VolumeDevice {
   }
   bool RqAffinityRedirected() const override { return state_->redirected; }
   absl::Status Resize(uint64_t size_bytes) override {
+    WaitAtGate();
     if (!state_->resize_error.ok()) return state_->resize_error;
     ++state_->resizes;
     state_->size_bytes = size_bytes;
@@ -1014,6 +1016,69 @@ TEST_F(ResizeTest, GrowsTheDeviceAndRecordsTheNewSize) {
   EXPECT_EQ(provisioner_.devices["v1"]->size_bytes, uint64_t{128} << 20);
   EXPECT_EQ(Table().Get("v1")->size_bytes(), uint64_t{128} << 20);
   EXPECT_EQ(Registry().LoadAll().records[0].spec.size_bytes(), uint64_t{128} << 20);
+}
+
+TEST_F(ResizeTest, ARestageWithTheOldSizeAsMinimumGetsTheGrownVolume) {
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
+  ASSERT_TRUE(Table().Resize("v1", uint64_t{128} << 20).ok());
+  // The caller only knows the size the volume was created with (a CSI volume context).
+  auto again = Table().Create(NullVolume("v1"), /*size_is_minimum=*/true);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->size_bytes(), uint64_t{128} << 20);
+  // Without the flag the size is compared exactly, as before.
+  EXPECT_EQ(Table().Create(NullVolume("v1")).status().code(), absl::StatusCode::kAlreadyExists);
+  v1::Volume larger = NullVolume("v1");
+  larger.set_size_bytes(uint64_t{256} << 20);
+  EXPECT_EQ(Table().Create(larger, /*size_is_minimum=*/true).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(provisioner_.devices["v1"]->size_bytes, uint64_t{128} << 20);
+}
+
+// The device's part of a resize can take as long as the NBD connect timeout (the export is asked
+// for its size again): reads of that volume answer meanwhile, and a second write is ABORTED at
+// once instead of queueing behind it.
+TEST_F(ResizeTest, GetListAndStatsAnswerWhileTheDeviceGrows) {
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
+  FakeDeviceState& device = *provisioner_.devices.at("v1");
+  std::promise<void> release;
+  device.slow_gate = release.get_future().share();
+  std::future<void> entered = device.slow_entered.get_future();
+  std::thread resizer([&] { EXPECT_TRUE(Table().Resize("v1", uint64_t{128} << 20).ok()); });
+  entered.wait();
+
+  // Bounded only so that a table holding its lock fails the test instead of hanging it.
+  auto reads = std::async(std::launch::async, [&] {
+    auto volume = Table().Get("v1");
+    ASSERT_TRUE(volume.ok()) << volume.status();
+    EXPECT_EQ(volume->size_bytes(), uint64_t{64} << 20);  // not grown until the device is
+    EXPECT_THAT(Table().List(), SizeIs(1));
+    // The fake device keeps no statistics: this is its own answer, not a refusal of the table.
+    EXPECT_EQ(Table().Stats("v1").status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(Table().Resize("v1", uint64_t{256} << 20).status().code(),
+              absl::StatusCode::kAborted);
+  });
+  EXPECT_EQ(reads.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  release.set_value();
+  resizer.join();
+  reads.wait();
+  EXPECT_EQ(Table().Get("v1")->size_bytes(), uint64_t{128} << 20);
+}
+
+TEST_F(ResizeTest, AnNvmeVolumeGrowsUpToItsNeighbourButNotIntoIt) {
+  ASSERT_TRUE(Table().Create(NvmeVolume("a", 0, 128 << 20)).ok());
+  ASSERT_TRUE(Table().Create(NvmeVolume("b", 256 << 20, 256 << 20)).ok());
+  auto grown = Table().Resize("a", uint64_t{256} << 20);
+  ASSERT_TRUE(grown.ok()) << grown.status();
+  EXPECT_EQ(grown->size_bytes(), uint64_t{256} << 20);
+
+  auto refused = Table().Resize("a", uint64_t{384} << 20);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("overlap volume 'b'"));
+  EXPECT_EQ(provisioner_.devices["a"]->size_bytes, uint64_t{256} << 20);
+  EXPECT_EQ(provisioner_.devices["a"]->resizes, 1);
+  EXPECT_EQ(Table().Get("a")->size_bytes(), uint64_t{256} << 20);
+  // The last volume on the namespace is not in anyone's way.
+  EXPECT_TRUE(Table().Resize("b", uint64_t{512} << 20).ok());
 }
 
 TEST_F(ResizeTest, TheSameSizeAgainChangesNothing) {

@@ -8,6 +8,7 @@
 #include "csi/mounter.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/cli/fake_agent.h"
 
 namespace blk::csi {
 namespace {
@@ -69,6 +70,29 @@ class NodeServiceTest : public ::testing::Test {
 
 TEST_F(NodeServiceTest, AValidStageGoesOnToTheAgent) {
   EXPECT_EQ(Stage(StageRequest()).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+// Kubernetes keeps the provisioned size in the volume context after NodeExpandVolume: the agent
+// is told it is a floor, so a restage takes the backing's grown size.
+TEST(NodeServiceStage, AsksTheAgentForAtLeastTheContextsSize) {
+  blk::cli::testing::FakeAgent agent;
+  blk::cli::VolumeClient client(blk::cli::UnixAgentAddress(agent.socket_path()), absl::Seconds(5));
+  Mounter mounter;
+  NodeService node("node-1", "blk.csi.storage/node", client, mounter);
+  ::csi::v1::NodeStageVolumeRequest request;
+  request.set_volume_id("pvc-1");
+  request.set_staging_target_path(agent.dir() + "/staging");
+  request.mutable_volume_capability()->mutable_block();
+  request.mutable_volume_capability()->mutable_access_mode()->set_mode(
+      VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
+  (*request.mutable_volume_context())["backend"] = "file://" + agent.dir() + "/pvc-1.img";
+  (*request.mutable_volume_context())["size"] = "64Mi";
+  ::csi::v1::NodeStageVolumeResponse response;
+  grpc::Status staged = node.NodeStageVolume(nullptr, &request, &response);
+  ASSERT_TRUE(staged.ok()) << staged.error_message();
+  const blk::v1::CreateVolumeRequest create = agent.service().last_create();
+  EXPECT_TRUE(create.size_is_minimum());
+  EXPECT_EQ(create.volume().size_bytes(), uint64_t{64} << 20);
 }
 
 TEST_F(NodeServiceTest, StageRefusesMissingAndBadFields) {

@@ -4,7 +4,8 @@
 # backing file, the record), shrinking is refused, the same size again changes nothing, and the
 # agent killed -9 afterwards recovers the device at the new size with the data before and after
 # the old end intact; then blk-csi NodeExpandVolume grows a published ext4 volume: df shows the
-# new size and the file written before reads back. Where it does not (6.12): the resize is
+# new size and the file written before reads back; unstaged and staged again with the volume
+# context's old size, the device, the volume and df keep the grown size and the file. Where it does not (6.12): the resize is
 # refused FAILED_PRECONDITION naming the feature, and the device, the file and the record keep
 # their size.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -112,6 +113,21 @@ after_kib="$(df -k --output=size "$pod" | tail -n1)"
 echo "df size: ${before_kib} KiB -> ${after_kib} KiB"
 ((after_kib > before_kib + 50 * 1024)) || fail "df did not grow by the 64 MiB added"
 expect_eq "file written before" "written before the expansion" "$(cat "$pod/data")"
+csi NodeUnpublishVolume "volume_id: \"vfs\" target_path: \"$pod\"" >/dev/null
+csi NodeUnstageVolume "volume_id: \"vfs\" staging_target_path: \"$staging\"" >/dev/null
+
+step "CSI: restaged with the provisioned size (64Mi) in the context, the volume keeps 128 MiB"
+# Kubernetes never updates the volume context after an expansion: a device made at the context's
+# size would sit under a 128 MiB filesystem.
+csi NodeStageVolume "volume_id: \"vfs\" staging_target_path: \"$staging\" $cap $context" >/dev/null
+csi NodeStageVolume "volume_id: \"vfs\" staging_target_path: \"$staging\" $cap $context" >/dev/null ||
+  fail "a repeated stage of the grown volume failed"
+expect_eq "device size after restage" $((128 * MiB)) "$(device_bytes "$(volume_device vfs)")"
+expect_eq "volume size after restage" $((128 * MiB)) "$(volume_bytes vfs)"
+csi NodePublishVolume \
+  "volume_id: \"vfs\" staging_target_path: \"$staging\" target_path: \"$pod\" $cap" >/dev/null
+expect_eq "df size after restage (KiB)" "$after_kib" "$(df -k --output=size "$pod" | tail -n1)"
+expect_eq "file written before, after restage" "written before the expansion" "$(cat "$pod/data")"
 csi NodeUnpublishVolume "volume_id: \"vfs\" target_path: \"$pod\"" >/dev/null
 csi NodeUnstageVolume "volume_id: \"vfs\" staging_target_path: \"$staging\"" >/dev/null
 stop_csi

@@ -5,7 +5,9 @@
 # offsets of one namespace keep their data apart; discard reads back zeroes
 # where the namespace promises it (DLFEAT); overlapping, oversized, misaligned
 # and badly-pathed volumes are refused with the reason; a volume with --poll
-# serves correct data; kill -9 and restart recovers an NVMe volume intact.
+# serves correct data; kill -9 and restart recovers an NVMe volume intact; where the kernel
+# can resize (UPDATE_SIZE), a volume grows online to the namespace's end (the new bytes land at
+# the right place) and no further, nor into its neighbour.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 sysfs_of() { echo "/sys/block/${1#/dev/}"; }
@@ -127,6 +129,26 @@ main() {
   ctl create-volume npoll --size 128M --poll --queues 2 --backend "nvme://$ng4k?offset=64M"
   expect_eq "npoll poll" true "$(volume_json npoll | jq -r .volume.poll)"
   fio_verify "$(volume_device npoll)" 64M
+
+  # UBLK_F_UPDATE_SIZE is bit 10 (6.14+; elsewhere 67 checks the refusal).
+  if (((features >> 10) & 1)); then
+    step "resize: an NVMe volume grows to the namespace's end, not beyond it or into a neighbour"
+    local ns4k devpoll
+    ns4k="$(blockdev --getsize64 "$blk4k")"
+    devpoll="$(volume_device npoll)"
+    ctl resize-volume npoll --size $((ns4k - 64 * 1024 * 1024))
+    expect_eq "npoll device size" $((ns4k - 64 * 1024 * 1024)) "$(blockdev --getsize64 "$devpoll")"
+    head -c 4M /dev/urandom >"$WORK/grown"
+    dd if="$WORK/grown" of="$devpoll" bs=1M seek=128 oflag=direct conv=fsync status=none ||
+      fail "a write beyond npoll's old end failed"
+    cmp <(dd if="$blk4k" bs=1M skip=192 count=4 iflag=direct status=none) "$WORK/grown" ||
+      fail "the grown part of npoll is not at bytes 192M.. of $blk4k"
+    expect_fail_with "FAILED_PRECONDITION.*namespace has $ns4k bytes" "growing past the namespace" \
+      ctl resize-volume npoll --size $((ns4k - 60 * 1024 * 1024))
+    expect_fail_with "FAILED_PRECONDITION.*overlap volume 'n512b'" "growing into n512b" \
+      ctl resize-volume n512 --size 96M
+    expect_eq "n512 size after the refusal" $((64 * 1024 * 1024)) "$(blockdev --getsize64 "$dev512")"
+  fi
 
   ctl delete-volume n512
   ctl delete-volume n512b

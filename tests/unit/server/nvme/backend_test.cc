@@ -2,7 +2,9 @@
 // (SQE128 | CQE32) ring before submission, and how completions of split requests add up.
 #include "server/nvme/backend.h"
 
+#include <atomic>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -202,6 +204,32 @@ TEST_F(NvmeBackendTest, MisalignedAndOutOfRangeRequestsFailWithEinvalAndQueueNot
   four_k.Submit(0, io);
   EXPECT_EQ(done_.Take(0), -EINVAL);
   EXPECT_TRUE(Queued().empty());
+}
+
+TEST_F(NvmeBackendTest, ARequestBeyondTheOldEndIsBuiltOnceTheSharedExtentGrew) {
+  const nvme::NamespaceTarget target = Target();  // 64 MiB at 1 MiB into the namespace
+  auto size_blocks = std::make_shared<std::atomic<uint64_t>>(target.size_blocks);
+  NvmeBackend backend(-1, target, 1, 512 * 1024, nullptr, size_blocks);
+  ASSERT_TRUE(backend.Attach(*ring_, kFileIndex, done_.completer()).ok());
+  BlockIo io;
+  io.op = abi::kIoOpWrite;
+  io.buffer = buffer_.data();
+  io.offset = 64 << 20;
+  io.length = 4096;
+  backend.Submit(0, io);
+  EXPECT_EQ(done_.Take(0), -EINVAL);
+  EXPECT_TRUE(Queued().empty());
+
+  size_blocks->store((uint64_t{128} << 20) >> target.lba_shift);  // what NvmeStorage::Grow does
+  backend.Submit(0, io);
+  std::vector<const io_uring_sqe*> sqes = Queued();
+  ASSERT_EQ(sqes.size(), 1u);
+  EXPECT_EQ(CmdOf(sqes[0]).cdw10, 2048u + ((64u << 20) >> 9));
+  backend.OnCompletion(0, Cqe(0));
+  EXPECT_EQ(done_.Take(0), 4096);
+  io.offset = 128 << 20;  // the new end still holds
+  backend.Submit(0, io);
+  EXPECT_EQ(done_.Take(0), -EINVAL);
 }
 
 TEST(NvmeStorage, RefusesPathsThatAreNotAGenericCharDeviceNamingThePath) {

@@ -50,6 +50,29 @@ Built Build(const NamespaceTarget& target, const BlockRequest& request) {
   return built;
 }
 
+TEST(NvmeCommand, AVolumeGrowsUpToTheNamespacesEndAndNoFurther) {
+  const NamespaceTarget target = Target(12, 256 << 20, 128 << 20);  // 1 GiB namespace
+  EXPECT_EQ(GrownSizeBlocks(target, 1ull << 30, 512 << 20).value(), (512u << 20) >> 12);
+  EXPECT_EQ(GrownSizeBlocks(target, 1ull << 30, 768 << 20).value(), (768u << 20) >> 12);
+  EXPECT_EQ(GrownSizeBlocks(target, 1ull << 30, 128 << 20).value(), (128u << 20) >> 12);
+
+  absl::StatusOr<uint64_t> beyond = GrownSizeBlocks(target, 1ull << 30, (768 << 20) + 4096);
+  EXPECT_EQ(beyond.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(beyond.status().message()), HasSubstr("1073741824 bytes"));
+  EXPECT_THAT(std::string(beyond.status().message()), HasSubstr("at most 805306368 bytes"));
+  // A namespace that grew since the volume was placed gives it more room.
+  EXPECT_EQ(GrownSizeBlocks(target, 2ull << 30, (768 << 20) + 4096).value(),
+            ((768u << 20) + 4096) >> 12);
+
+  EXPECT_EQ(GrownSizeBlocks(target, 1ull << 30, (256 << 20) + 512).status().code(),
+            absl::StatusCode::kInvalidArgument);  // not a multiple of the 4096-byte LBA
+  EXPECT_EQ(GrownSizeBlocks(target, 1ull << 30, 64 << 20).status().code(),
+            absl::StatusCode::kInvalidArgument);  // smaller
+  // A namespace shrunk to before the volume's offset leaves it no room at all.
+  EXPECT_EQ(GrownSizeBlocks(target, 128 << 20, 128 << 20).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(NvmeCommand, ReadOf512ByteBlocksCarriesSlbaAndZeroBasedCount) {
   Built b = Build(Target(9), Request(abi::kIoOpRead, 4096, 8192));
   ASSERT_EQ(b.count, 1);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The benchmark still runs (only with BLK_BENCH_SMOKE=1; skipped otherwise):
+# The benchmark still runs (newest kernel only: one kernel shows it does):
 # tests/bench/guest.sh's null group, 1 round of 1 s 4k randread runs without
 # warm-up, on our null volume, the metrics-off one, the classic one
 # (--batch-io off), null_blk and, where
@@ -8,7 +8,7 @@
 # every device that was there. A smoke test: no speed is asserted.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-[[ "${BLK_BENCH_SMOKE:-0}" == 1 ]] || skip "set BLK_BENCH_SMOKE=1 to run the bench smoke"
+newest_kernel_only "the bench smoke"
 bench="${BLK_SOURCE_DIR:?all.sh exports BLK_SOURCE_DIR}/tests/bench"
 kublk="${BLK_VM_CACHE:-/var/cache/blk-vm}/$BLK_VM_KERNEL/kublk/kublk"
 if [[ -z "${BLK_BENCH_KUBLK:-}" && -x "$kublk" ]]; then

@@ -7,7 +7,8 @@
 // redirect a completion (blk_mq_complete_need_ipi). Reading it at completion
 // needs no per-request state, so nothing leaks when a request never completes.
 // The completing CPU is where block_rq_complete fires: blk_update_request or,
-// for batched completions, blk_complete_request, after any redirection.
+// for batched completions, blk_complete_request, after any redirection (ublk's
+// batched commits fire both for one request; see count_completion).
 //
 // CO-RE: the few kernel fields used are declared here with
 // preserve_access_index; libbpf relocates them against the running kernel's
@@ -37,7 +38,15 @@ struct blk_mq_ctx {
 struct request {
   struct request_queue* q;
   struct blk_mq_ctx* mq_ctx;
+  unsigned int cmd_flags;  // blk_opf_t: the operation in the low REQ_OP_BITS (8) bits
 } __attribute__((preserve_access_index));
+
+// enum req_op values, stable kernel ABI: the operations whose requests always carry bytes.
+#define BLK_REQ_OP_MASK 0xffu
+#define BLK_REQ_OP_READ 0u
+#define BLK_REQ_OP_WRITE 1u
+#define BLK_REQ_OP_DISCARD 3u
+#define BLK_REQ_OP_WRITE_ZEROES 9u
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -68,7 +77,17 @@ struct {
 } overflows SEC(".maps");
 
 SEC("tp_btf/block_rq_complete")
-int BPF_PROG(count_completion, struct request* rq) {
+int BPF_PROG(count_completion, struct request* rq, int error, unsigned int nr_bytes) {
+  // ublk's batched commits (UBLK_F_BATCH_IO, 7.x) end a request in blk_update_request, which
+  // fires this tracepoint, and then again through blk_mq_end_request_batch ->
+  // blk_complete_request, which fires it a second time with the bytes already consumed. A
+  // request of an operation that always carries bytes, completed with none, is that echo. (A
+  // flush has no bytes either way; one ended in such a batch is counted twice.)
+  const unsigned int op = rq->cmd_flags & BLK_REQ_OP_MASK;
+  if (nr_bytes == 0 && (op == BLK_REQ_OP_READ || op == BLK_REQ_OP_WRITE ||
+                        op == BLK_REQ_OP_DISCARD || op == BLK_REQ_OP_WRITE_ZEROES)) {
+    return 0;
+  }
   struct gendisk* disk = rq->q->disk;
   if (!disk) return 0;
   __u32 dev = ((__u32)disk->major << 20) | (__u32)disk->first_minor;

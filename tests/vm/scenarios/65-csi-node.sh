@@ -30,15 +30,6 @@ csi_twice() {
 
 mounted() { mountpoint -q "$1"; }
 
-
-capability() { # block|ext4 [access mode]
-  local mode="${2:-SINGLE_NODE_WRITER}"
-  if [[ "$1" == block ]]; then
-    echo "volume_capability { block {} access_mode { mode: $mode } }"
-  else
-    echo "volume_capability { mount { fs_type: \"$1\" } access_mode { mode: $mode } }"
-  fi
-}
 context() { # backend-uri size
   echo "volume_context { key: \"backend\" value: \"$1\" } volume_context { key: \"size\" value: \"$2\" }"
 }

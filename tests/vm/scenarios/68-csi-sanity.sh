@@ -23,19 +23,11 @@ check() { # NAME METHOD CODE [REQUEST [=RESPONSE|~TEXT]]
   echo "$line" >>"$CHECKS"
 }
 
-cap() { # block|ext4 [access mode]
-  local mode="${2:-SINGLE_NODE_WRITER}"
-  if [[ "$1" == block ]]; then
-    echo "volume_capability { block {} access_mode { mode: $mode } }"
-  else
-    echo "volume_capability { mount { fs_type: \"$1\" } access_mode { mode: $mode } }"
-  fi
-}
 ctx() { echo "volume_context { key: \"backend\" value: \"file://$S/$1.img\" } volume_context { key: \"size\" value: \"$2\" }"; }
-stage() { echo "volume_id: \"$1\" staging_target_path: \"$S/staging/$1\" $(cap "$2" "${3:-}") $(ctx "$1" 16Mi)"; }
+stage() { echo "volume_id: \"$1\" staging_target_path: \"$S/staging/$1\" $(capability "$2" "${3:-}") $(ctx "$1" 16Mi)"; }
 unstage() { echo "volume_id: \"$1\" staging_target_path: \"$S/staging/$1\""; }
 publish() { # id kind target readonly [access mode]
-  echo "volume_id: \"$1\" staging_target_path: \"$S/staging/$1\" target_path: \"$3\" $(cap "$2" "${5:-}") readonly: $4"
+  echo "volume_id: \"$1\" staging_target_path: \"$S/staging/$1\" target_path: \"$3\" $(capability "$2" "${5:-}") readonly: $4"
 }
 unpublish() { echo "volume_id: \"$1\" target_path: \"$2\""; }
 
@@ -53,20 +45,20 @@ check "NodeGetInfo: node id and topology" NodeGetInfo OK "" \
 
 # --- Required fields and bad values: INVALID_ARGUMENT, nothing created
 st="staging_target_path: \"$S/staging/x\""
-check "stage: no volume_id" NodeStageVolume INVALID_ARGUMENT "$st $(cap ext4) $(ctx x 16Mi)"
-check "stage: no staging_target_path" NodeStageVolume INVALID_ARGUMENT "volume_id: \"x\" $(cap ext4) $(ctx x 16Mi)"
-check "stage: relative staging_target_path" NodeStageVolume INVALID_ARGUMENT "volume_id: \"x\" staging_target_path: \"staging/x\" $(cap ext4) $(ctx x 16Mi)"
+check "stage: no volume_id" NodeStageVolume INVALID_ARGUMENT "$st $(capability ext4) $(ctx x 16Mi)"
+check "stage: no staging_target_path" NodeStageVolume INVALID_ARGUMENT "volume_id: \"x\" $(capability ext4) $(ctx x 16Mi)"
+check "stage: relative staging_target_path" NodeStageVolume INVALID_ARGUMENT "volume_id: \"x\" staging_target_path: \"staging/x\" $(capability ext4) $(ctx x 16Mi)"
 check "stage: no volume_capability" NodeStageVolume INVALID_ARGUMENT "volume_id: \"x\" $st $(ctx x 16Mi)"
 check "stage: capability without access type" NodeStageVolume INVALID_ARGUMENT "volume_id: \"x\" $st volume_capability { access_mode { mode: SINGLE_NODE_WRITER } } $(ctx x 16Mi)"
-check "stage: multi-node writer" NodeStageVolume INVALID_ARGUMENT "volume_id: \"x\" $st $(cap block MULTI_NODE_MULTI_WRITER) $(ctx x 16Mi)"
-check "stage: unsupported fs_type" NodeStageVolume INVALID_ARGUMENT "volume_id: \"x\" $st $(cap btrfs) $(ctx x 16Mi)"
-check "stage: no backend in the context" NodeStageVolume INVALID_ARGUMENT "volume_id: \"x\" $st $(cap ext4)"
+check "stage: multi-node writer" NodeStageVolume INVALID_ARGUMENT "volume_id: \"x\" $st $(capability block MULTI_NODE_MULTI_WRITER) $(ctx x 16Mi)"
+check "stage: unsupported fs_type" NodeStageVolume INVALID_ARGUMENT "volume_id: \"x\" $st $(capability btrfs) $(ctx x 16Mi)"
+check "stage: no backend in the context" NodeStageVolume INVALID_ARGUMENT "volume_id: \"x\" $st $(capability ext4)"
 check "unstage: no volume_id" NodeUnstageVolume INVALID_ARGUMENT "$st"
 check "unstage: no staging_target_path" NodeUnstageVolume INVALID_ARGUMENT 'volume_id: "x"'
 tp="target_path: \"$S/pods/x\""
-check "publish: no volume_id" NodePublishVolume INVALID_ARGUMENT "$st $tp $(cap ext4)"
-check "publish: no staging_target_path" NodePublishVolume INVALID_ARGUMENT "volume_id: \"x\" $tp $(cap ext4)"
-check "publish: no target_path" NodePublishVolume INVALID_ARGUMENT "volume_id: \"x\" $st $(cap ext4)"
+check "publish: no volume_id" NodePublishVolume INVALID_ARGUMENT "$st $tp $(capability ext4)"
+check "publish: no staging_target_path" NodePublishVolume INVALID_ARGUMENT "volume_id: \"x\" $tp $(capability ext4)"
+check "publish: no target_path" NodePublishVolume INVALID_ARGUMENT "volume_id: \"x\" $st $(capability ext4)"
 check "publish: no volume_capability" NodePublishVolume INVALID_ARGUMENT "volume_id: \"x\" $st $tp"
 check "unpublish: no volume_id" NodeUnpublishVolume INVALID_ARGUMENT "$tp"
 check "unpublish: no target_path" NodeUnpublishVolume INVALID_ARGUMENT 'volume_id: "x"'
@@ -87,7 +79,7 @@ check "unstage: unknown volume" NodeUnstageVolume OK "$(unstage unknown)"
 # --- A filesystem volume through its life, every call twice
 for i in 1 2; do check "stage fs #$i (mkfs ext4 + mount)" NodeStageVolume OK "$(stage vfs ext4)"; done
 check "stage fs again with another size" NodeStageVolume ALREADY_EXISTS \
-  "volume_id: \"vfs\" staging_target_path: \"$S/staging/vfs\" $(cap ext4) $(ctx vfs 32Mi)"
+  "volume_id: \"vfs\" staging_target_path: \"$S/staging/vfs\" $(capability ext4) $(ctx vfs 32Mi)"
 for i in 1 2; do
   check "publish fs #$i" NodePublishVolume OK "$(publish vfs ext4 "$S/pods/a" false)"
   check "publish fs read-only #$i" NodePublishVolume OK "$(publish vfs ext4 "$S/pods/ro" true)"

@@ -25,6 +25,16 @@ start_csi() {
 
 csi() { blk_csi_client "unix://$CSI_SOCKET" "$@"; }
 
+# A VolumeCapability in text format: block or a file system, and an access mode.
+capability() { # block|ext4 [access mode]
+  local mode="${2:-SINGLE_NODE_WRITER}"
+  if [[ "$1" == block ]]; then
+    echo "volume_capability { block {} access_mode { mode: $mode } }"
+  else
+    echo "volume_capability { mount { fs_type: \"$1\" } access_mode { mode: $mode } }"
+  fi
+}
+
 # On failure: the mounts under $WORK go first (deepest first), then the loop devices over
 # ublk devices, so the volumes' devices can go.
 unmount_all() {

@@ -124,9 +124,9 @@ main() {
       "irqmode=$(cat /sys/module/null_blk/parameters/irqmode); ours: $ours ($ours_mode)," \
       "off: $off, classic: $classic"
     bench_group null "null devices, 2 queues" "iops lat seq" "--numjobs=2" \
-      "ours|ublk null volume (blkagent)|$ours|" \
+      "ours|ublk null volume (blkagent)|$ours||http://127.0.0.1:9477/metrics bench-null" \
       "off|ublk null volume, --metrics-address off|$off|" \
-      "classic|ublk null volume, --batch-io off (classic)|$classic|" \
+      "classic|ublk null volume, --batch-io off (classic)|$classic||http://127.0.0.1:9478/metrics bench-classic" \
       "kublk|$kublk_name|$kublk|" \
       "kublk_b|$kublk_b_name|$kublk_b|" \
       "null_blk|null_blk /dev/nullb0|/dev/nullb0|"
@@ -157,8 +157,9 @@ main() {
     [[ -c "$ng" ]] || fail "no generic char device $ng for $blk"
     fio --enghelp=io_uring_cmd >/dev/null 2>&1 || fail "this fio has no io_uring_cmd engine"
     # Two agents over the same namespace (read only): zero copy (where the
-    # kernel offers UBLK_F_AUTO_BUF_REG, bit 11) and copy (--zero-copy off).
-    start_agent --log-level warn --metrics-address off >/dev/null
+    # kernel offers UBLK_F_AUTO_BUF_REG, bit 11) and copy (--zero-copy off),
+    # with statistics on: the lat runs read how long each read spent in the server.
+    start_agent --log-level warn --metrics-address 127.0.0.1:9479 >/dev/null
     features="$(ctl node-info -o json | jq -r '.ublkFeatures // "0"')"
     if (((features >> 11) & 1)); then
       ctl create-volume bench-nvme-zc --backend "nvme://$ng" >/dev/null
@@ -166,7 +167,7 @@ main() {
         fail "bench-nvme-zc is not in zero-copy mode"
       zc="$(volume_device bench-nvme-zc)" zc_name="NVMe volume, zero copy"
     fi
-    start_extra_agent copy --metrics-address off --zero-copy off
+    start_extra_agent copy --metrics-address 127.0.0.1:9480 --zero-copy off
     extra_ctl copy create-volume bench-nvme-copy --backend "nvme://$ng" >/dev/null
     [[ "$(extra_ctl copy get-volume bench-nvme-copy -o json | jq -r .volume.status.copyMode)" == copy ]] ||
       fail "bench-nvme-copy is not in copy mode"
@@ -177,8 +178,8 @@ main() {
     bench_group nvme "one NVMe namespace (QEMU, 4096-byte LBAs), first 512 MiB" "iops lat seq" "" \
       "raw|NVMe passthrough $ng (fio io_uring_cmd)|$ng|--ioengine=io_uring_cmd --cmd_type=nvme --direct=0 --size=512M" \
       "block|block device $blk|$blk|--size=512M" \
-      "copy|NVMe volume, copy|$copy|--size=512M" \
-      "zc|$zc_name|$zc|--size=512M"
+      "copy|NVMe volume, copy|$copy|--size=512M|http://127.0.0.1:9480/metrics bench-nvme-copy" \
+      "zc|$zc_name|$zc|--size=512M|http://127.0.0.1:9479/metrics bench-nvme-zc"
     bench_ratio nvme "NVMe volume zero copy / raw passthrough" zc raw
     bench_ratio nvme "NVMe volume copy / raw passthrough" copy raw
     bench_ratio nvme "NVMe volume zero copy / block device" zc block

@@ -2,11 +2,16 @@
 # The N-way loop shared by the guest bench script (tests/bench/guest.sh),
 # sourced after tests/vm/scenarios/lib.sh:
 #   bench_group GROUP TITLE "TESTS" "FIO_ARGS" DEVICE...
-# DEVICE is "KEY|NAME|PATH|EXTRA_FIO_ARGS" (EXTRA_FIO_ARGS may be empty, and
-# PATH may be "-" with NAME then saying why the device is not there). TESTS
-# is a subset of (EXTRA_FIO_ARGS go to all three):
+# DEVICE is "KEY|NAME|PATH|EXTRA_FIO_ARGS|METRICS" (EXTRA_FIO_ARGS may be
+# empty, and PATH may be "-" with NAME then saying why the device is not
+# there). METRICS, for a volume of ours, is "URL VOLUME" of the agent's
+# /metrics: the lat runs then also record the mean time a read spent inside
+# the server (blk_volume_io_latency_seconds, from the queue receiving the
+# request to committing its result), so the report can split fio's mean into
+# the server's part and the rest (the kernel's ublk round trip). TESTS is a
+# subset of (EXTRA_FIO_ARGS go to all three):
 #   iops  4k random reads, iodepth 32, + FIO_ARGS (e.g. --numjobs=2): read IOPS
-#   lat   4k random reads, iodepth 1, 1 job: p50 and p99 latency in us
+#   lat   4k random reads, iodepth 1, 1 job: p50, p99 and mean latency in us
 #   seq   128k sequential reads, iodepth 32, 1 job: MB/s
 # Every test runs on every device in turn, BLK_BENCH_ROUNDS times (default 3),
 # BLK_BENCH_RUNTIME seconds each (default 10), so the devices alternate and
@@ -26,7 +31,7 @@ BENCH_GROUPS_DIR="${BENCH_GROUPS_DIR:-$BLK_VM_OUT/groups}"
 mkdir -p "$BENCH_GROUPS_DIR"
 
 # bench_fio DEV LOG TEST FIO_ARGS...: prints the TEST's numbers of one fio run
-# (iops: IOPS; lat: "p50 p99" in us; seq: MB/s). fio takes the last value of
+# (iops: IOPS; lat: "p50 p99 mean" in us; seq: MB/s). fio takes the last value of
 # an option, so FIO_ARGS can override the defaults (e.g. the engine).
 bench_fio() {
   local dev="$1" log="$2" test="$3" json
@@ -45,7 +50,8 @@ bench_fio() {
     fail "fio on $dev failed (see $json)"
   case "$test" in
     iops) jq -r '.jobs[0].read.iops | floor' "$json" ;;
-    lat) jq -r '.jobs[0].read.lat_ns.percentile | "\(.["50.000000"] / 1000 | round) \(.["99.000000"] / 1000 | round)"' "$json" ;;
+    lat) jq -r '.jobs[0].read.lat_ns | .percentile as $p
+      | "\($p["50.000000"] / 1000 | round) \($p["99.000000"] / 1000 | round) \(.mean / 100 | round / 10)"' "$json" ;;
     seq) jq -r '.jobs[0].read.bw_bytes / 1000000 | round' "$json" ;;
   esac
 }
@@ -56,11 +62,11 @@ bench_group() {
   pick_fio_engine
   # shellcheck disable=SC2154 # set by pick_fio_engine
   [[ "$fio_engine" == io_uring ]] || fail "fio cannot use io_uring here"
-  local -a keys=() names=() paths=() extras=()
-  local spec key name path extra
+  local -a keys=() names=() paths=() extras=() metrics=()
+  local spec key name path extra metric
   for spec in "$@"; do
-    IFS='|' read -r key name path extra <<<"$spec"
-    keys+=("$key") names+=("$name") paths+=("$path") extras+=("$extra")
+    IFS='|' read -r key name path extra metric <<<"$spec"
+    keys+=("$key") names+=("$name") paths+=("$path") extras+=("$extra") metrics+=("$metric")
   done
   local runs="$WORK/bench-$group.runs" round test i value args
   : >"$runs"
@@ -78,10 +84,18 @@ bench_group() {
         args=()
         [[ "$test" != iops ]] || read -ra args <<<"$fio_args"
         read -ra extra <<<"${extras[$i]}"
+        local server_before=""
+        [[ "$test" != lat || -z "${metrics[$i]}" ]] ||
+          server_before="$(bench_server_read_ns "${metrics[$i]}")"
         value="$(bench_fio "${paths[$i]}" "$group-$test-${keys[$i]}-$round" "$test" \
           "${args[@]}" "${extra[@]}")"
         echo "$(date +%T) $group round $round  $test  ${names[$i]}: $value"
         echo "${keys[$i]} $test $value" >>"$runs"
+        if [[ -n "$server_before" ]]; then
+          value="$(bench_server_mean_us "$server_before" "$(bench_server_read_ns "${metrics[$i]}")")"
+          echo "$(date +%T) $group round $round  $test  ${names[$i]}: in the server $value us"
+          echo "${keys[$i]} server $value" >>"$runs"
+        fi
       done
     done
   done
@@ -98,9 +112,12 @@ bench_group() {
       . + [if $path == "-" then { key: $key, name: $name, unavailable: true } else
         { key: $key, name: $name, path: $path,
           iops: series("iops"; 2), lat_p50_us: series("lat"; 2), lat_p99_us: series("lat"; 3),
+          lat_mean_us: series("lat"; 4), server_lat_mean_us: series("server"; 2),
           seq_mbps: series("seq"; 2) }
         | .median = { iops: (.iops | median), lat_p50_us: (.lat_p50_us | median),
-                      lat_p99_us: (.lat_p99_us | median), seq_mbps: (.seq_mbps | median) } end]' \
+                      lat_p99_us: (.lat_p99_us | median), lat_mean_us: (.lat_mean_us | median),
+                      server_lat_mean_us: (.server_lat_mean_us | median),
+                      seq_mbps: (.seq_mbps | median) } end]' \
       <<<"$devices")"
   done
   jq -n --arg group "$group" --arg title "$title" --arg kernel "$(uname -r)" \
@@ -109,6 +126,27 @@ bench_group() {
     '{ group: $group, title: $title, kernel: $kernel, runtime_seconds: $runtime,
        rounds: $rounds, tests: ($tests | split(" ")), iops_fio_args: $fio_args,
        devices: $devices, ratios: [] }' >"$BENCH_GROUPS_DIR/$group.json"
+}
+
+# bench_server_read_ns "URL VOLUME": "SUM_NS COUNT" of the volume's read latency histogram.
+bench_server_read_ns() {
+  local url volume
+  read -r url volume <<<"$1"
+  curl -fsS "$url" | awk -v volume="$volume" '
+    index($1, "{volume=\"" volume "\",op=\"read\"") == 0 { next }
+    $1 ~ /^blk_volume_io_latency_seconds_sum/ { sum = $2 }
+    $1 ~ /^blk_volume_io_latency_seconds_count/ { count = $2 }
+    END { printf "%.0f %.0f\n", sum * 1e9, count }'
+}
+
+# bench_server_mean_us "SUM COUNT" "SUM COUNT": the mean of the reads between two readings.
+bench_server_mean_us() {
+  local before after
+  read -ra before <<<"$1"
+  read -ra after <<<"$2"
+  ((after[1] > before[1])) || fail "the agent counted no reads during a lat run"
+  awk -v ns=$((after[0] - before[0])) -v n=$((after[1] - before[1])) \
+    'BEGIN { printf "%.1f\n", ns / n / 1000 }'
 }
 
 bench_ratio() {

@@ -37,7 +37,7 @@ main() {
     jq -s --arg date "$(date -u +%F)" --arg cpus "${BLK_BENCH_VM_CPUS:-2}" \
       '{ date: $date, vm: "QEMU TCG, \($cpus) vCPUs", kernels: . }' >"$out/bench.json"
 
-  jq -r '
+  jq -r --argjson cpus "${BLK_BENCH_VM_CPUS:-2}" '
     def x: if . == null then "-" else "\(. * 100 | round / 100)x" end;
     def n: if . == null then "-" else tostring end;
     "Measured \(.date), \(.vm); medians of \(.kernels[0].rounds) alternating rounds of" +
@@ -49,13 +49,39 @@ main() {
       "|---|---|---|---|---|",
       (.groups[].ratios[] | "| \(.label) | \(.iops | x) | \(.lat_p50 | x) | \(.lat_p99 | x) | \(.seq | x) |"),
       "",
+      # The NVMe gap in CPU time per read: all vCPUs are busy at QD32, so a device costs
+      # vCPUs / IOPS of CPU per read. Raw passthrough plus the ublk round trip of a null volume
+      # (whose server does nothing) is what an NVMe volume should cost; the rest is unexplained.
+      (. as $k
+      | def cpu_us($group; $key): [$k.groups[] | select(.group == $group) | .devices[]
+          | select(.key == $key) | .median.iops][0]
+          | if . == null or . == 0 then null else $cpus * 1e6 / . * 10 | round / 10 end;
+      cpu_us("nvme"; "raw") as $raw | cpu_us("null"; "ours") as $hop
+      | cpu_us("nvme"; "zc") as $zc | cpu_us("nvme"; "copy") as $copy
+      | select($raw != null and $hop != null and ($zc != null or $copy != null))
+      | "NVMe volume, CPU time per 4k read at QD32 (\($cpus) vCPUs / IOPS, us): raw passthrough" +
+        " \($raw) + the ublk round trip of the null volume \($hop) = \(($raw + $hop) * 10 | round / 10)" +
+        " expected; zero copy \($zc | n) (\(if $zc == null then "-" else ($zc - $raw - $hop) * 10 | round / 10 end) unexplained)," +
+        " copy \($copy | n) (\(if $copy == null then "-" else ($copy - $raw - $hop) * 10 | round / 10 end) unexplained).\n"),
       (.groups[] |
         "#### \(.title)\(if .iops_fio_args == "" then "" else " (QD32 runs: \(.iops_fio_args))" end)\n",
         "| device | 4k randread QD32 IOPS | QD1 p50 us | QD1 p99 us | 128k read MB/s |",
         "|---|---|---|---|---|",
         (.devices[] | if .unavailable then "| \(.name) | - | - | - | - |" else
           "| \(.name) | \(.median.iops | n) | \(.median.lat_p50_us | n) | \(.median.lat_p99_us | n) | \(.median.seq_mbps | n) |" end),
-        ""))' "$out/bench.json" >"$out/bench.md"
+        "",
+        (select(any(.devices[]; .median.server_lat_mean_us != null)) |
+          "Where the time of a QD1 read goes (means, us): in the server = from the queue receiving" +
+          " the request to committing its result (the agent latency histogram); the rest is" +
+          " the kernel side (block layer, ublk, waking the queue thread) and fio.\n",
+          "| device | fio mean | in the server | the rest |",
+          "|---|---|---|---|",
+          (.devices[] | select(.unavailable | not) | select(.median.lat_mean_us != null)
+            | .median as $m
+            | "| \(.name) | \($m.lat_mean_us | n) | \($m.server_lat_mean_us | n) | \(
+                if $m.server_lat_mean_us == null then "-"
+                else ($m.lat_mean_us - $m.server_lat_mean_us) * 10 | round / 10 | tostring end) |"),
+          "")))' "$out/bench.json" >"$out/bench.md"
   cat "$out/bench.md"
 }
 

@@ -170,7 +170,8 @@ class ReplyParser {
   Payload PendingPayload() const;
   // The caller wrote the next `n` bytes of the pending payload at PendingPayload().dst (1 <= n <=
   // its length): the parser goes on as if Feed had brought them, completing the request when they
-  // were its last. An `n` outside the pending payload is an error (a bug of the caller).
+  // were its last. Errors as Feed's (a final chunk that leaves its read uncovered); an `n` outside
+  // the pending payload is one too (a bug of the caller).
   absl::Status PayloadArrived(size_t n, ReplyTargets& targets);
 
  private:

@@ -58,6 +58,7 @@ void Backend::UseConnection(Connection connection) {
   max -= max % info_.min_block;
   max_chunk_ = std::max(max, info_.min_block);
   parser_.Reset(info_.structured_replies);
+  after_large_read_ = false;
   ++generation_;
   state_ = ConnState::kConnected;
   server_shutting_down_ = false;
@@ -250,7 +251,16 @@ void Backend::ArmRecv() {
     recv_slot_ = static_cast<uint32_t>(payload.cookie);
     io_uring_prep_recv(sqe, socket_.get(), payload.dst, payload.length, MSG_WAITALL);
   } else {
-    io_uring_prep_recv(sqe, socket_.get(), recv_buffer_.data(), recv_buffer_.size(), 0);
+    size_t want = recv_buffer_.size();
+    if (after_large_read_) {
+      // The rest of a small payload and the next reply's header (with a data chunk's offset):
+      // were the next reply a large read, its payload is then received in place too, rather than
+      // swept into this buffer and copied.
+      const size_t header =
+          info_.structured_replies ? kStructuredReplyHeaderBytes + 8 : kSimpleReplyHeaderBytes;
+      want = std::min(want, payload.length + header);
+    }
+    io_uring_prep_recv(sqe, socket_.get(), recv_buffer_.data(), want, 0);
   }
   sqe->user_data = ConnectionUserData(kRecv, generation_);
   recv_in_flight_ = true;
@@ -331,6 +341,8 @@ void Backend::OnRecv(int32_t res) {
     Drop();
     return;
   }
+  // Large reads come in runs (sequential I/O): after one, the next receive is kept small.
+  after_large_read_ = direct || parser_.PendingPayload().length >= kDirectRecvMinBytes;
   // Not from inside the parser: the rest of the buffer still had replies for this connection.
   if (server_shutting_down_) {
     Drop();

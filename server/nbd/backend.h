@@ -136,6 +136,10 @@ class Backend final : public server::Backend, private ReplyTargets {
   // io_timeout failed every waiting request while that RECV was in flight: the slot's failure
   // waits for the RECV (OnTimer, OnRecv).
   bool recv_slot_timed_out_ = false;
+  // The last receive was such a payload (or ended inside one): the next one into the shared buffer
+  // stops at the next reply's header, so that a large payload after it is received in place too.
+  // The first reply that is not a large read ends it.
+  bool after_large_read_ = false;
   bool send_in_flight_ = false;
   bool poll_armed_ = false;
   bool failing_ = false;  // the outage outlasted io_timeout

@@ -679,6 +679,27 @@ TEST_P(NbdLargeReadTest, LargeReadsReadBackIntact) {
     ios.push_back(Io(abi::kIoOpRead, offset + (1 << 20) + 512, 4096));
   }
   ExpectReadsOfPattern(ios);
+  // Large reads with writes between them (of the bytes already there): the writes' replies (no
+  // payload) come between the reads' replies.
+  ios.clear();
+  for (uint16_t tag = 0; tag < kDepth; ++tag) {
+    const uint64_t offset = tag * (384 * 1024) + 4096;
+    if (tag % 3 == 1) {
+      ios.push_back(Io(abi::kIoOpWrite, offset, 4096));
+      for (uint32_t i = 0; i < 4096; ++i) driver_->Buffer(tag)[i] = PatternByte(offset + i);
+    } else {
+      ios.push_back(Io(abi::kIoOpRead, offset, 256 * 1024));
+      std::memset(driver_->Buffer(tag), 0xA5, 256 * 1024);
+    }
+  }
+  std::vector<int32_t> results = driver_->Run(ios);
+  for (uint16_t tag = 0; tag < kDepth; ++tag) {
+    ASSERT_EQ(results[tag], static_cast<int32_t>(ios[tag].length)) << "tag " << tag;
+    if (ios[tag].op == abi::kIoOpRead) {
+      EXPECT_EQ(FirstWrongByte(tag, ios[tag].offset, ios[tag].length), -1)
+          << "read of " << ios[tag].offset << "+" << ios[tag].length;
+    }
+  }
   EXPECT_EQ(stats_->protocol_errors.load(), 0u);
   EXPECT_EQ(stats_->reconnects.load(), 0u);
 }

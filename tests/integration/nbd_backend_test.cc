@@ -647,11 +647,12 @@ class NbdLargeReadTest : public NbdBackendTest,
 
   // Runs `ios` (reads) at once on tags 0.. after poisoning their buffers, and checks every byte.
   void ExpectReadsOfPattern(const std::vector<BlockIo>& ios) {
-    for (uint16_t tag = 0; tag < ios.size(); ++tag) {
+    const uint16_t count = static_cast<uint16_t>(ios.size());
+    for (uint16_t tag = 0; tag < count; ++tag) {
       std::memset(driver_->Buffer(tag), 0xA5, ios[tag].length);
     }
     std::vector<int32_t> results = driver_->Run(ios);
-    for (uint16_t tag = 0; tag < ios.size(); ++tag) {
+    for (uint16_t tag = 0; tag < count; ++tag) {
       ASSERT_EQ(results[tag], static_cast<int32_t>(ios[tag].length)) << "read tag " << tag;
       EXPECT_EQ(FirstWrongByte(tag, ios[tag].offset, ios[tag].length), -1)
           << "read of " << ios[tag].offset << "+" << ios[tag].length;

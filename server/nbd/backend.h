@@ -3,10 +3,12 @@
 // each tag's NBD request (28-byte header, plus the payload for writes) goes into a batch sent with
 // one SENDMSG at a time (one send in flight keeps the byte stream ordered); one RECV at a time
 // fills a receive buffer that the incremental reply parser consumes, copying read data into the
-// tags' buffers. A finished tag is completed at once through the queue's Completer, however many
-// one receive finishes. Requests above the server's maximum payload are split and sent one piece
-// after the other. Requests other queues forward are tracked in slots after the queue's own tags;
-// their results go to their queue's ring as CqeKind::kResult messages.
+// tags' buffers, except when the parser is inside a large read payload: then the RECV takes that
+// payload straight into the tag's buffer (no copy; ArmRecv). A finished tag is completed at once
+// through the queue's Completer, however many one receive finishes. Requests above the server's
+// maximum payload are split and sent one piece after the other. Requests other queues forward are
+// tracked in slots after the queue's own tags; their results go to their queue's ring as
+// CqeKind::kResult messages.
 //
 // Faults: a receive or send error, EOF, a malformed reply or a server shutting down (NBD_ESHUTDOWN
 // on a request) shuts the socket down; once both operations came back, a Reconnector dials from
@@ -127,6 +129,17 @@ class Backend final : public server::Backend, private ReplyTargets {
   uint32_t generation_ = 0;  // of the connection; stale CQEs of a dropped one are recognised
   uint32_t outage_ = 0;      // bumped at each drop; the io_timeout timer names the outage
   bool recv_in_flight_ = false;
+  // The RECV in flight writes read data straight into the buffer of this slot's request (ArmRecv).
+  // Until it comes back, that request must not end: its buffer goes back to the block layer then.
+  bool recv_direct_ = false;
+  uint32_t recv_slot_ = 0;
+  // io_timeout failed every waiting request while that RECV was in flight: the slot's failure
+  // waits for the RECV (OnTimer, OnRecv).
+  bool recv_slot_timed_out_ = false;
+  // The last receive was such a payload (or ended inside one): the next one into the shared buffer
+  // stops at the next reply's header, so that a large payload after it is received in place too.
+  // The first reply that is not a large read ends it.
+  bool after_large_read_ = false;
   bool send_in_flight_ = false;
   bool poll_armed_ = false;
   bool failing_ = false;  // the outage outlasted io_timeout

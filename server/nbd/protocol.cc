@@ -173,21 +173,10 @@ absl::Status ReplyParser::Feed(const uint8_t* data, size_t n, ReplyTargets& targ
       case State::kChunkData: {
         const size_t take = std::min<size_t>(n, data_left_);
         std::memcpy(target_->buffer + data_pos_, data, take);
-        data_pos_ += static_cast<uint32_t>(take);
-        data_left_ -= static_cast<uint32_t>(take);
         data += take;
         n -= take;
-        if (data_left_ == 0) {
-          if (state_ == State::kSimpleData) {
-            target_->covered.Add(0, target_->length);
-            state_ = State::kMagic;
-            have_ = 0;
-            targets.Complete(cookie_);
-          } else {
-            absl::Status status = FinishChunk(targets);
-            if (!status.ok()) return status;
-          }
-        }
+        absl::Status status = PayloadDelivered(take, targets);
+        if (!status.ok()) return status;
         break;
       }
       case State::kChunkPayload:
@@ -206,6 +195,31 @@ absl::Status ReplyParser::Feed(const uint8_t* data, size_t n, ReplyTargets& targ
       }
     }
   }
+  return absl::OkStatus();
+}
+
+ReplyParser::Payload ReplyParser::PendingPayload() const {
+  if (!InPayload()) return Payload{};
+  return Payload{target_->buffer + data_pos_, data_left_, cookie_};
+}
+
+absl::Status ReplyParser::PayloadArrived(size_t n, ReplyTargets& targets) {
+  if (!InPayload() || n == 0 || n > data_left_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        n, " bytes of read payload arrived where ", InPayload() ? data_left_ : 0, " were pending"));
+  }
+  return PayloadDelivered(n, targets);
+}
+
+absl::Status ReplyParser::PayloadDelivered(size_t n, ReplyTargets& targets) {
+  data_pos_ += static_cast<uint32_t>(n);
+  data_left_ -= static_cast<uint32_t>(n);
+  if (data_left_ > 0) return absl::OkStatus();
+  if (state_ == State::kChunkData) return FinishChunk(targets);
+  target_->covered.Add(0, target_->length);
+  state_ = State::kMagic;
+  have_ = 0;
+  targets.Complete(cookie_);
   return absl::OkStatus();
 }
 

@@ -149,11 +149,30 @@ class ReplyTargets {
 // an error, after which the parser must not be used again (the connection is dropped). A read's
 // chunks must cover it exactly once: an overlap, a gap, or more scattered pieces than
 // ReadCoverage::kMaxRanges is an error too.
+//
+// Inside a read payload (a simple reply's data, an OFFSET_DATA chunk's data), the caller may also
+// receive the payload's bytes straight where they belong (PendingPayload) and tell the parser they
+// arrived (PayloadArrived) instead of feeding them: no copy.
 class ReplyParser {
  public:
+  // The rest of the read payload the parser is inside: `length` bytes that belong at `dst`, in the
+  // buffer of the request under `cookie`. length is 0 when the next bytes are not read data.
+  struct Payload {
+    uint8_t* dst = nullptr;
+    uint32_t length = 0;
+    uint64_t cookie = 0;
+  };
+
   explicit ReplyParser(bool structured_replies) : structured_(structured_replies) {}
   void Reset(bool structured_replies);
   absl::Status Feed(const uint8_t* data, size_t n, ReplyTargets& targets);
+
+  Payload PendingPayload() const;
+  // The caller wrote the next `n` bytes of the pending payload at PendingPayload().dst (1 <= n <=
+  // its length): the parser goes on as if Feed had brought them, completing the request when they
+  // were its last. Errors as Feed's (a final chunk that leaves its read uncovered); an `n` outside
+  // the pending payload is one too (a bug of the caller).
+  absl::Status PayloadArrived(size_t n, ReplyTargets& targets);
 
  private:
   enum class State : uint8_t {
@@ -170,6 +189,9 @@ class ReplyParser {
   absl::Status OnChunkHeader(ReplyTargets& targets);
   absl::Status OnChunkPayload(ReplyTargets& targets);
   absl::Status FinishChunk(ReplyTargets& targets);
+  // `n` bytes (at most data_left_) of the read payload are in place.
+  absl::Status PayloadDelivered(size_t n, ReplyTargets& targets);
+  bool InPayload() const { return state_ == State::kSimpleData || state_ == State::kChunkData; }
 
   bool structured_;
   State state_ = State::kMagic;

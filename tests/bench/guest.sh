@@ -17,8 +17,8 @@
 #   nbd   one nbdkit memory export on loopback TCP through the kernel's NBD
 #         client (nbd-client, one connection), through an NBD volume (one
 #         queue, one connection) and straight from fio's libnbd engine (a
-#         user-space client with no block layer). fio: iops, 1 job, over the
-#         first 256 MiB.
+#         user-space client with no block layer). fio: iops (1 job) and seq,
+#         over the first 256 MiB.
 # Writes $BLK_VM_OUT/groups/GROUP.json, one per group. No threshold.
 #
 # Environment: BLK_BENCH_RUNTIME (seconds per run, default 10),
@@ -209,7 +209,7 @@ main() {
     start_agent --log-level warn
     ctl create-volume bench-nbd --size 1G --backend nbd://127.0.0.1:10809/bench >/dev/null
     ours="$(volume_device bench-nbd)"
-    bench_group nbd "one nbdkit memory export on loopback TCP, first 256 MiB" "iops" "--numjobs=1" \
+    bench_group nbd "one nbdkit memory export on loopback TCP, first 256 MiB" "iops seq" "--numjobs=1" \
       "kernel|kernel NBD client /dev/nbd0 (1 connection)|/dev/nbd0|--size=256M" \
       "ours|NBD volume, 1 queue, 1 connection|$ours|--size=256M" \
       "libnbd|fio's libnbd engine (1 connection)|nbd|--ioengine=nbd --uri=nbd://127.0.0.1:10809/bench --direct=0 --size=256M"

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "server/nbd/protocol.h"
@@ -52,11 +53,22 @@ class Targets : public ReplyTargets {
   bool read_ok_[kCount] = {};
 };
 
-void Parse(const uint8_t* data, size_t size, bool structured, size_t piece, Targets& targets) {
+// `in_place`: inside a read payload, the bytes go straight to PendingPayload().dst and the parser
+// hears of them through PayloadArrived, as the backend receives large payloads.
+void Parse(const uint8_t* data, size_t size, bool structured, bool in_place, size_t piece,
+           Targets& targets) {
   ReplyParser parser(structured);
   while (size > 0) {
-    const size_t n = size < piece ? size : piece;
-    if (!parser.Feed(data, n, targets).ok()) return;
+    size_t n = size < piece ? size : piece;
+    const ReplyParser::Payload payload = parser.PendingPayload();
+    if (in_place && payload.length > 0) {
+      if (n > payload.length) n = payload.length;
+      std::memcpy(payload.dst, data, n);
+      // Refused only as Feed would be: a read its last data chunk leaves uncovered.
+      if (!parser.PayloadArrived(n, targets).ok()) return;
+    } else if (!parser.Feed(data, n, targets).ok()) {
+      return;
+    }
     data += n;
     size -= n;
   }
@@ -67,13 +79,14 @@ void Parse(const uint8_t* data, size_t size, bool structured, size_t piece, Targ
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   const bool structured = data[0] & 1;
+  const bool in_place = data[0] & 2;
   const size_t piece = 1 + data[1] % 64;  // how the "socket" splits the stream
   data += 2;
   size -= 2;
   Targets zeroed(0x00);
   Targets filled(0xff);
-  Parse(data, size, structured, piece, zeroed);
-  Parse(data, size, structured, piece, filled);
+  Parse(data, size, structured, in_place, piece, zeroed);
+  Parse(data, size, structured, in_place, piece, filled);
   for (int i = 0; i < Targets::kCount; ++i) {
     if (zeroed.read_ok(i) != filled.read_ok(i)) abort();
     if (zeroed.read_ok(i) && zeroed.buffer(i) != filled.buffer(i)) abort();

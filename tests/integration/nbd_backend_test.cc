@@ -612,6 +612,198 @@ TEST_F(NbdBackendTest, NbdServerStoppedAndRestartedUnderLoadLosesNothing) {
   RestartUnderLoad([&] { return server.Stop(SIGTERM) && server.Start(); });
 }
 
+// Large reads (received straight into the tag's buffer) under simple and structured replies, also
+// split at a small server maximum payload: every byte where it belongs.
+struct LargeReadServer {
+  const char* name;
+  std::vector<std::string> args;
+};
+
+void PrintTo(const LargeReadServer& server, std::ostream* os) { *os << server.name; }
+
+class NbdLargeReadTest : public NbdBackendTest,
+                         public ::testing::WithParamInterface<LargeReadServer> {
+ protected:
+  static uint8_t PatternByte(uint64_t offset) { return FakeNbdServer::PatternByte(offset); }
+
+  // Writes PatternByte data over the first `span` bytes, 1 MiB at a time.
+  void WritePattern(uint64_t span) {
+    for (uint64_t at = 0; at < span; at += Driver::kMaxIoBytes) {
+      uint8_t* b = driver_->Buffer(0);
+      for (uint32_t i = 0; i < Driver::kMaxIoBytes; ++i) b[i] = PatternByte(at + i);
+      ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, at, Driver::kMaxIoBytes)),
+                static_cast<int32_t>(Driver::kMaxIoBytes));
+    }
+  }
+
+  // The first offset in tag's buffer where the read of [offset, offset + length) is wrong, or -1.
+  int64_t FirstWrongByte(uint16_t tag, uint64_t offset, uint32_t length) {
+    const uint8_t* b = driver_->Buffer(tag);
+    for (uint32_t i = 0; i < length; ++i) {
+      if (b[i] != PatternByte(offset + i)) return i;
+    }
+    return -1;
+  }
+
+  // Runs `ios` (reads) at once on tags 0.. after poisoning their buffers, and checks every byte.
+  void ExpectReadsOfPattern(const std::vector<BlockIo>& ios) {
+    const uint16_t count = static_cast<uint16_t>(ios.size());
+    for (uint16_t tag = 0; tag < count; ++tag) {
+      std::memset(driver_->Buffer(tag), 0xA5, ios[tag].length);
+    }
+    std::vector<int32_t> results = driver_->Run(ios);
+    for (uint16_t tag = 0; tag < count; ++tag) {
+      ASSERT_EQ(results[tag], static_cast<int32_t>(ios[tag].length)) << "read tag " << tag;
+      EXPECT_EQ(FirstWrongByte(tag, ios[tag].offset, ios[tag].length), -1)
+          << "read of " << ios[tag].offset << "+" << ios[tag].length;
+    }
+  }
+};
+
+TEST_P(NbdLargeReadTest, LargeReadsReadBackIntact) {
+  StartKit(GetParam().args);
+  ASSERT_TRUE(Open(kit_->uri(), 30000, 16 << 20).ok());
+  WritePattern(16 << 20);
+  // A queue's worth of 128 KiB reads at once (their replies follow each other on the socket), at
+  // offsets that are not multiples of 128 KiB.
+  std::vector<BlockIo> ios;
+  for (uint16_t tag = 0; tag < kDepth; ++tag) {
+    ios.push_back(Io(abi::kIoOpRead, tag * (384 * 1024) + 512 * (tag % 7), 128 * 1024));
+  }
+  ExpectReadsOfPattern(ios);
+  // 1 MiB reads, 200 KiB (split at a 64 KiB maximum: 3 x 64 KiB and 8 KiB), and small reads
+  // between them, which go through the shared buffer.
+  ios.clear();
+  for (uint16_t tag = 0; tag < 8; ++tag) {
+    const uint64_t offset = tag * (2 << 20) + 4096 * tag;
+    ios.push_back(Io(abi::kIoOpRead, offset, tag % 2 ? Driver::kMaxIoBytes : 200 * 1024));
+    ios.push_back(Io(abi::kIoOpRead, offset + (1 << 20) + 512, 4096));
+  }
+  ExpectReadsOfPattern(ios);
+  // Large reads with writes between them (of the bytes already there): the writes' replies (no
+  // payload) come between the reads' replies.
+  ios.clear();
+  for (uint16_t tag = 0; tag < kDepth; ++tag) {
+    const uint64_t offset = tag * (384 * 1024) + 4096;
+    if (tag % 3 == 1) {
+      ios.push_back(Io(abi::kIoOpWrite, offset, 4096));
+      for (uint32_t i = 0; i < 4096; ++i) driver_->Buffer(tag)[i] = PatternByte(offset + i);
+    } else {
+      ios.push_back(Io(abi::kIoOpRead, offset, 256 * 1024));
+      std::memset(driver_->Buffer(tag), 0xA5, 256 * 1024);
+    }
+  }
+  std::vector<int32_t> results = driver_->Run(ios);
+  for (uint16_t tag = 0; tag < kDepth; ++tag) {
+    ASSERT_EQ(results[tag], static_cast<int32_t>(ios[tag].length)) << "tag " << tag;
+    if (ios[tag].op == abi::kIoOpRead) {
+      EXPECT_EQ(FirstWrongByte(tag, ios[tag].offset, ios[tag].length), -1)
+          << "read of " << ios[tag].offset << "+" << ios[tag].length;
+    }
+  }
+  EXPECT_EQ(stats_->protocol_errors.load(), 0u);
+  EXPECT_EQ(stats_->reconnects.load(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Servers, NbdLargeReadTest,
+    ::testing::Values(LargeReadServer{"Structured", {"memory", "64M"}},
+                      LargeReadServer{"Simple", {"--no-sr", "memory", "64M"}},
+                      LargeReadServer{"StructuredSplitAt64K",
+                                      {"--filter=blocksize-policy", "memory", "64M",
+                                       "blocksize-maximum=65536", "blocksize-error-policy=error"}},
+                      LargeReadServer{"SimpleSplitAt64K",
+                                      {"--no-sr", "--filter=blocksize-policy", "memory", "64M",
+                                       "blocksize-maximum=65536", "blocksize-error-policy=error"}}),
+    [](const ::testing::TestParamInfo<LargeReadServer>& info) { return info.param.name; });
+
+TEST_F(NbdBackendTest, ServerKilledAndRestartedDuringLargeReadsLosesNothing) {
+  // The file plugin keeps the data across restarts; the delay keeps reads in flight, and the
+  // replies of the ones answered just before the kill may be cut anywhere.
+  const std::string image = MakeImage("disk.img");
+  StartKit({"--filter=delay", "file", image, "rdelay=20ms"});
+  ASSERT_TRUE(Open(kit_->uri(), 30000, 16 << 20).ok());
+  model_.resize(16 << 20);
+  for (size_t i = 0; i < model_.size(); ++i) model_[i] = FakeNbdServer::PatternByte(i);
+  for (uint64_t at = 0; at < model_.size(); at += Driver::kMaxIoBytes) {
+    std::memcpy(driver_->Buffer(0), model_.data() + at, Driver::kMaxIoBytes);
+    ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, at, Driver::kMaxIoBytes)),
+              static_cast<int32_t>(Driver::kMaxIoBytes));
+  }
+  int completions = 0;
+  bool restarted = false;
+  driver_->on_result = [&](uint16_t, int32_t) {
+    if (++completions == kDepth / 2 && !restarted) {
+      restarted = true;
+      kit_->Kill();
+      ASSERT_TRUE(kit_->Start());
+    }
+  };
+  std::vector<BlockIo> ios;
+  for (uint16_t tag = 0; tag < kDepth; ++tag) {
+    const uint32_t length = (tag % 4 + 1) * 128 * 1024;
+    ios.push_back(Io(abi::kIoOpRead, tag * (480 * 1024) + 512 * tag, length));
+    std::memset(driver_->Buffer(tag), 0xA5, length);
+  }
+  std::vector<int32_t> results = driver_->Run(ios);
+  driver_->on_result = nullptr;
+  EXPECT_TRUE(restarted);
+  for (uint16_t tag = 0; tag < kDepth; ++tag) {
+    ASSERT_EQ(results[tag], static_cast<int32_t>(ios[tag].length)) << "read tag " << tag;
+    EXPECT_EQ(std::memcmp(driver_->Buffer(tag), model_.data() + ios[tag].offset, ios[tag].length),
+              0)
+        << "data differs at " << ios[tag].offset << "+" << ios[tag].length;
+  }
+  EXPECT_GE(storage_->stats()->reconnects.load(), 1u);
+  EXPECT_EQ(storage_->stats()->timeouts.load(), 0u);
+}
+
+TEST_F(NbdBackendTest, ServerDyingMidPayloadOfALargeReadLosesNothing) {
+  FakeNbdServer server(Socket(), Lie::kDiesMidPayload);
+  ASSERT_TRUE(Open(server.uri(), 30000, FakeNbdServer::kExportBytes).ok());
+  // Half of 768 KiB arrives, then the connection ends; the read is resent and answered in two
+  // data chunks, the second half first. Each is larger than the backend's 256 KiB receive buffer,
+  // so most of it is received straight into the read's buffer.
+  const uint64_t offset = 128 * 1024 + 4096;
+  const uint32_t length = 768 * 1024;
+  std::memset(driver_->Buffer(0), 0xA5, length);
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpRead, offset, length)), static_cast<int32_t>(length));
+  const uint8_t* b = driver_->Buffer(0);
+  for (uint32_t i = 0; i < length; ++i) {
+    ASSERT_EQ(b[i], FakeNbdServer::PatternByte(offset + i)) << "byte " << i << " of the read";
+  }
+  EXPECT_EQ(server.connections(), 2);
+  EXPECT_EQ(storage_->stats()->reconnects.load(), 1u);
+  EXPECT_EQ(storage_->stats()->protocol_errors.load(), 0u);
+  EXPECT_EQ(storage_->stats()->timeouts.load(), 0u);
+}
+
+TEST_F(NbdBackendTest, IoTimeoutDuringALargeReadFailsItOnceAndRecovers) {
+  // The read is resent after connection 1 died; connection 2 sends half its data and stalls, so
+  // io_timeout ends it while the receive into its buffer is still pending: it fails once, after
+  // that receive came back, and the next connection serves it again.
+  FakeNbdServer server(Socket(), Lie::kStallsMidPayload);
+  ASSERT_TRUE(Open(server.uri(), /*io_timeout_ms=*/800, FakeNbdServer::kExportBytes).ok());
+  const uint64_t offset = 4096;
+  const uint32_t length = 256 * 1024;
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpRead, offset, length)), -EIO);
+  EXPECT_EQ(storage_->stats()->timeouts.load(), 1u);
+  const auto deadline = testing_nbd::Clock::now() + std::chrono::seconds(15);
+  int32_t result = -EIO;
+  while (result == -EIO && testing_nbd::Clock::now() < deadline) {
+    driver_->Pump(std::chrono::milliseconds(100));
+    std::memset(driver_->Buffer(0), 0xA5, length);
+    result = driver_->RunOne(Io(abi::kIoOpRead, offset, length));
+  }
+  ASSERT_EQ(result, static_cast<int32_t>(length));
+  const uint8_t* b = driver_->Buffer(0);
+  for (uint32_t i = 0; i < length; ++i) {
+    ASSERT_EQ(b[i], FakeNbdServer::PatternByte(offset + i)) << "byte " << i << " of the read";
+  }
+  EXPECT_EQ(server.connections(), 3);
+  EXPECT_EQ(storage_->stats()->protocol_errors.load(), 0u);
+}
+
 class NbdLyingServerTest : public NbdBackendTest, public ::testing::WithParamInterface<Lie> {};
 
 TEST_P(NbdLyingServerTest, ConnectionIsDroppedAndTheRequestRetried) {
@@ -640,6 +832,8 @@ INSTANTIATE_TEST_SUITE_P(Lies, NbdLyingServerTest,
                                return "SameHalfTwice";
                              case Lie::kShutdownThenRefuse:
                              case Lie::kAlwaysShuttingDown:
+                             case Lie::kDiesMidPayload:
+                             case Lie::kStallsMidPayload:
                                break;  // not lies: their own tests
                            }
                            return "Unknown";

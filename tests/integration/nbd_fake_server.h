@@ -1,6 +1,7 @@
 // A tiny NBD server for the tests: negotiates structured replies and GO for a 1 MiB export of
 // zeroes, then answers the first request of its first connection with a chosen lie, and behaves
-// on every later connection. The shutdown kinds play a server going away gracefully instead.
+// on every later connection. The shutdown kinds play a server going away gracefully instead; the
+// mid-payload kinds serve PatternByte data instead of zeroes.
 #pragma once
 
 #include <sys/socket.h>
@@ -30,6 +31,14 @@ enum class Lie {
   kShutdownThenRefuse,
   // Every connection answers every request with NBD_ESHUTDOWN until the client hangs up.
   kAlwaysShuttingDown,
+  // Connection 1 answers its first read with the header of a data chunk for all of it and half
+  // the data, then closes (a server killed mid-payload). Every later connection sends each read as
+  // two OFFSET_DATA chunks of PatternByte data, its second half first.
+  kDiesMidPayload,
+  // Connection 1 closes at its first request; connection 2 answers its first read with half the
+  // data as kDiesMidPayload does, then answers nothing more until the client hangs up (the outage
+  // goes on); later connections behave as kDiesMidPayload's.
+  kStallsMidPayload,
 };
 
 class FakeNbdServer {
@@ -59,6 +68,12 @@ class FakeNbdServer {
     for (int fd : clients_) ::close(fd);
     ::unlink(path_.c_str());
   }
+  // The byte at `offset` of the export the mid-payload kinds serve: it differs between
+  // neighbouring bytes and sectors, so data placed at a wrong offset reads back wrong.
+  static uint8_t PatternByte(uint64_t offset) {
+    return static_cast<uint8_t>((offset >> 9) * 31 + (offset & 511) * 7 + 13);
+  }
+
   std::string uri() const { return "nbd+unix:///?socket=" + path_; }
   int connections() const { return connections_.load(); }
 
@@ -177,7 +192,28 @@ class FakeNbdServer {
     return out;
   }
 
+  std::vector<uint8_t> PatternChunk(uint64_t cookie, uint64_t offset, uint32_t length,
+                                    uint16_t flags) {
+    std::vector<uint8_t> payload(8 + length);
+    nbd::PutU64(payload.data(), offset);
+    for (uint32_t i = 0; i < length; ++i) payload[8 + i] = PatternByte(offset + i);
+    return Chunk(cookie, nbd::kChunkOffsetData, flags, payload);
+  }
+
+  // Reads requests (and write payloads) without answering until the client hangs up.
+  void IgnoreRequests(int fd) {
+    for (;;) {
+      uint8_t request[nbd::kRequestHeaderBytes];
+      if (!ReadAll(fd, request, sizeof(request))) return;
+      if (nbd::GetU16(request + 6) == nbd::kCmdWrite) {
+        std::vector<uint8_t> payload(nbd::GetU32(request + 24));
+        if (!ReadAll(fd, payload.data(), payload.size())) return;
+      }
+    }
+  }
+
   void Transmit(int fd, bool lie) {
+    const bool mid_payload = lie_ == Lie::kDiesMidPayload || lie_ == Lie::kStallsMidPayload;
     for (;;) {
       uint8_t request[nbd::kRequestHeaderBytes];
       if (!ReadAll(fd, request, sizeof(request))) return;
@@ -190,7 +226,14 @@ class FakeNbdServer {
         if (!ReadAll(fd, payload.data(), length)) return;
       }
       if (command == nbd::kCmdDisc) return;
-      if (lie) {
+      if (lie && mid_payload && command == nbd::kCmdRead) {
+        std::vector<uint8_t> chunk = PatternChunk(cookie, offset, length, nbd::kReplyFlagDone);
+        chunk.resize(nbd::kStructuredReplyHeaderBytes + 8 + length / 2);
+        WriteAll(fd, chunk);
+        if (lie_ == Lie::kStallsMidPayload) IgnoreRequests(fd);
+        return;
+      }
+      if (lie && !mid_payload) {
         lie = false;
         if (lie_ == Lie::kShutdownThenRefuse || lie_ == Lie::kAlwaysShuttingDown) {
           AnswerShuttingDown(fd, command, cookie);
@@ -213,7 +256,10 @@ class FakeNbdServer {
         }
         continue;
       }
-      if (command == nbd::kCmdRead) {
+      if (command == nbd::kCmdRead && mid_payload && length >= 2) {
+        WriteAll(fd, PatternChunk(cookie, offset + length / 2, length - length / 2, 0));
+        WriteAll(fd, PatternChunk(cookie, offset, length / 2, nbd::kReplyFlagDone));
+      } else if (command == nbd::kCmdRead) {
         std::vector<uint8_t> hole(12);
         nbd::PutU64(hole.data(), offset);
         nbd::PutU32(hole.data() + 8, length);
@@ -236,8 +282,12 @@ class FakeNbdServer {
           // Accepted, then closed at once.
         } else if (lie_ == Lie::kShutdownThenRefuse && n == 3) {
           RefuseOptions(fd);
+        } else if (lie_ == Lie::kStallsMidPayload && n == 1) {
+          uint8_t request[nbd::kRequestHeaderBytes];
+          if (Handshake(fd)) ReadAll(fd, request, sizeof(request));  // then closed
         } else if (Handshake(fd)) {
-          Transmit(fd, n == 1 || lie_ == Lie::kAlwaysShuttingDown);
+          Transmit(fd, lie_ == Lie::kStallsMidPayload ? n == 2
+                                                      : n == 1 || lie_ == Lie::kAlwaysShuttingDown);
         }
         ::shutdown(fd, SHUT_RDWR);
       });

@@ -1,5 +1,6 @@
 #include "server/nbd/protocol.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -365,6 +366,159 @@ TEST(NbdReplyParserTest, MoreSeparatePiecesThanTrackedIsRefused) {
   EXPECT_THAT(status.message(), testing::HasSubstr("separate pieces"));
   EXPECT_EQ(targets.buffer(1)[2 * ReadCoverage::kMaxRanges], 0xEE);
   EXPECT_TRUE(targets.completed.empty());
+}
+
+// Bytes whose value tells their place: a payload landing at the wrong offset reads back wrong.
+std::vector<uint8_t> Pattern(uint32_t length, uint32_t seed) {
+  std::vector<uint8_t> out(length);
+  for (uint32_t i = 0; i < length; ++i) out[i] = static_cast<uint8_t>((i * 7 + i / 251 + seed));
+  return out;
+}
+
+// Receives `wire` as the backend does, in pieces of the sizes in `pieces` (cycled): inside a read
+// payload of at least `direct_min` bytes straight to PendingPayload().dst (what a RECV into the
+// tag's buffer does), every other byte through Feed. Returns how many pieces went in place.
+absl::StatusOr<int> ReceiveLikeTheBackend(ReplyParser& parser, const std::vector<uint8_t>& wire,
+                                          const std::vector<size_t>& pieces, uint32_t direct_min,
+                                          ReplyTargets& targets) {
+  size_t at = 0;
+  int direct = 0;
+  for (size_t i = 0; at < wire.size(); ++i) {
+    size_t n = std::min(pieces[i % pieces.size()], wire.size() - at);
+    const ReplyParser::Payload payload = parser.PendingPayload();
+    absl::Status status;
+    if (payload.length >= direct_min && payload.length > 0) {
+      n = std::min<size_t>(n, payload.length);
+      std::memcpy(payload.dst, wire.data() + at, n);
+      status = parser.PayloadArrived(n, targets);
+      ++direct;
+    } else {
+      status = parser.Feed(wire.data() + at, n, targets);
+    }
+    if (!status.ok()) return status;
+    at += n;
+  }
+  return direct;
+}
+
+TEST(NbdReplyParserTest, PendingPayloadIsEmptyOutsideReadData) {
+  FakeTargets targets;
+  targets.Add(1, kCmdRead, 0, 4096);
+  targets.Add(2, kCmdRead, 0, 4096);
+  ReplyParser parser(true);
+  EXPECT_EQ(parser.PendingPayload().length, 0u);
+  // Half a header, a hole chunk's payload, the 8-byte offset of a data chunk: no read data yet.
+  std::vector<uint8_t> hole = Chunk(1, kChunkOffsetHole, kReplyFlagDone, HolePayload(0, 4096));
+  ASSERT_TRUE(parser.Feed(hole.data(), 10, targets).ok());
+  EXPECT_EQ(parser.PendingPayload().length, 0u);
+  ASSERT_TRUE(parser.Feed(hole.data() + 10, hole.size() - 11, targets).ok());
+  EXPECT_EQ(parser.PendingPayload().length, 0u);
+  ASSERT_TRUE(parser.Feed(hole.data() + hole.size() - 1, 1, targets).ok());
+  EXPECT_THAT(targets.completed, testing::ElementsAre(1u));
+  std::vector<uint8_t> data =
+      Chunk(2, kChunkOffsetData, kReplyFlagDone, DataPayload(0, Pattern(4096, 1)));
+  const size_t before_data = kStructuredReplyHeaderBytes + 8;
+  ASSERT_TRUE(parser.Feed(data.data(), before_data - 1, targets).ok());
+  EXPECT_EQ(parser.PendingPayload().length, 0u);
+  EXPECT_FALSE(parser.PayloadArrived(1, targets).ok());
+  ASSERT_TRUE(parser.Feed(data.data() + before_data - 1, 1, targets).ok());
+  EXPECT_EQ(parser.PendingPayload().length, 4096u);
+  EXPECT_EQ(parser.PendingPayload().dst, targets.buffer(2).data());
+}
+
+TEST(NbdReplyParserTest, SimpleReadPayloadArrivesInPlaceOverManyReceives) {
+  const uint32_t length = 128 * 1024;
+  FakeTargets targets;
+  targets.Add(7, kCmdRead, 1 << 20, length);
+  targets.Add(8, kCmdWrite, 0, 512);
+  ReplyParser parser(false);
+  const std::vector<uint8_t> data = Pattern(length, 3);
+  // The header and the payload's first 100 bytes come in one receive, through Feed.
+  std::vector<uint8_t> first = Concat({SimpleReply(7, 0), data});
+  first.resize(kSimpleReplyHeaderBytes + 100);
+  ASSERT_TRUE(parser.Feed(first.data(), first.size(), targets).ok());
+  size_t at = 100;
+  const size_t pieces[] = {1, 4095, 333, 16384, 7, 65536};
+  for (size_t i = 0; at < length; ++i) {
+    const ReplyParser::Payload payload = parser.PendingPayload();
+    ASSERT_EQ(payload.cookie, 7u);
+    ASSERT_EQ(payload.dst, targets.buffer(7).data() + at);
+    ASSERT_EQ(payload.length, length - at);
+    EXPECT_TRUE(targets.completed.empty());
+    const size_t n = std::min<size_t>(pieces[i % 6], payload.length);
+    std::memcpy(payload.dst, data.data() + at, n);
+    ASSERT_TRUE(parser.PayloadArrived(n, targets).ok());
+    at += n;
+  }
+  ASSERT_THAT(targets.completed, testing::ElementsAre(7u));
+  EXPECT_EQ(parser.PendingPayload().length, 0u);
+  EXPECT_EQ(targets.buffer(7), data);
+  // Back at a reply header: the next reply parses from Feed as usual.
+  std::vector<uint8_t> next = SimpleReply(8, 0);
+  ASSERT_TRUE(parser.Feed(next.data(), next.size(), targets).ok());
+  EXPECT_THAT(targets.completed, testing::ElementsAre(7u, 8u));
+}
+
+TEST(NbdReplyParserTest, StructuredReadInSeveralDataChunksArrivesInPlace) {
+  // A 96 KiB read at 1 MiB answered with its last third, a hole, then its first third, and two
+  // other replies after it, received in odd pieces; large payloads go in place.
+  const uint32_t third = 32 * 1024;
+  const std::vector<uint8_t> tail = Pattern(third, 11);
+  const std::vector<uint8_t> head = Pattern(third, 29);
+  const std::vector<uint8_t> small = Pattern(4096, 5);
+  const std::vector<uint8_t> wire =
+      Concat({Chunk(3, kChunkOffsetData, 0, DataPayload((1 << 20) + 2 * third, tail)),
+              Chunk(3, kChunkOffsetHole, 0, HolePayload((1 << 20) + third, third)),
+              Chunk(3, kChunkOffsetData, kReplyFlagDone, DataPayload(1 << 20, head)),
+              Chunk(4, kChunkOffsetData, kReplyFlagDone, DataPayload(0, small)),
+              Chunk(5, kChunkNone, kReplyFlagDone, {})});
+  for (const std::vector<size_t>& pieces :
+       std::vector<std::vector<size_t>>{{1}, {3, 5000, 17}, {20000}, {wire.size()}}) {
+    FakeTargets targets;
+    targets.Add(3, kCmdRead, 1 << 20, 3 * third);
+    targets.Add(4, kCmdRead, 0, 4096);
+    targets.Add(5, kCmdFlush, 0, 0);
+    ReplyParser parser(true);
+    absl::StatusOr<int> direct = ReceiveLikeTheBackend(parser, wire, pieces, 1024, targets);
+    ASSERT_TRUE(direct.ok()) << direct.status();
+    // All of it in one receive goes through Feed, as it should: no payload is pending then.
+    if (pieces[0] < wire.size()) {
+      EXPECT_GT(*direct, 0) << "pieces of " << pieces[0];
+    }
+    ASSERT_THAT(targets.completed, testing::ElementsAre(3u, 4u, 5u));
+    EXPECT_THAT(targets.errors, testing::ElementsAre(0u, 0u, 0u));
+    const std::vector<uint8_t>& got = targets.buffer(3);
+    EXPECT_TRUE(std::equal(head.begin(), head.end(), got.begin())) << "first third";
+    EXPECT_TRUE(std::all_of(got.begin() + third, got.begin() + 2 * third, [](uint8_t b) {
+      return b == 0;
+    })) << "the hole";
+    EXPECT_TRUE(std::equal(tail.begin(), tail.end(), got.begin() + 2 * third)) << "last third";
+    EXPECT_EQ(targets.buffer(4), small);
+  }
+}
+
+TEST(NbdReplyParserTest, PayloadArrivedBeyondThePendingBytesIsRefused) {
+  FakeTargets targets;
+  targets.Add(1, kCmdRead, 0, 64);
+  targets.Add(2, kCmdRead, 64, 64);
+  ReplyParser parser(false);
+  std::vector<uint8_t> header = SimpleReply(1, 0);
+  ASSERT_TRUE(parser.Feed(header.data(), header.size(), targets).ok());
+  ASSERT_EQ(parser.PendingPayload().length, 64u);
+  absl::Status status = parser.PayloadArrived(65, targets);
+  EXPECT_THAT(status.message(), testing::HasSubstr("65 bytes of read payload arrived where 64"));
+  EXPECT_FALSE(parser.PayloadArrived(0, targets).ok());
+  // Nothing moved: the 64 bytes are still what is pending.
+  ASSERT_EQ(parser.PendingPayload().length, 64u);
+  ASSERT_TRUE(parser.PayloadArrived(64, targets).ok());
+  EXPECT_THAT(targets.completed, testing::ElementsAre(1u));
+  // A reset parser (a new connection) has no payload pending.
+  header = SimpleReply(2, 0);
+  ASSERT_TRUE(parser.Feed(header.data(), header.size(), targets).ok());
+  ASSERT_EQ(parser.PendingPayload().length, 64u);
+  parser.Reset(false);
+  EXPECT_EQ(parser.PendingPayload().length, 0u);
+  EXPECT_FALSE(parser.PayloadArrived(1, targets).ok());
 }
 
 }  // namespace

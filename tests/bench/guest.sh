@@ -16,9 +16,9 @@
 #         UBLK_F_AUTO_BUF_REG). fio: iops, lat, seq over the first 512 MiB.
 #   nbd   one nbdkit memory export on loopback TCP through the kernel's NBD
 #         client (nbd-client, one connection), through an NBD volume (one
-#         queue, one connection) and straight from fio's libnbd engine (a
-#         user-space client with no block layer). fio: iops (1 job) and seq,
-#         over the first 256 MiB.
+#         queue, one connection; and the same with --batch-io off) and
+#         straight from fio's libnbd engine (a user-space client with no
+#         block layer). fio: iops (1 job), lat, seq over the first 256 MiB.
 # Writes $BLK_VM_OUT/groups/GROUP.json, one per group. No threshold.
 #
 # Environment: BLK_BENCH_RUNTIME (seconds per run, default 10),
@@ -209,12 +209,23 @@ main() {
     start_agent --log-level warn
     ctl create-volume bench-nbd --size 1G --backend nbd://127.0.0.1:10809/bench >/dev/null
     ours="$(volume_device bench-nbd)"
-    bench_group nbd "one nbdkit memory export on loopback TCP, first 256 MiB" "iops seq" "--numjobs=1" \
+    local ours_mode classic
+    ours_mode="$(ctl get-volume bench-nbd -o json | jq -r .volume.status.ioMode)"
+    # The same volume with classic commands: whether batch helps a backend that completes later.
+    start_extra_agent nbd-classic --metrics-address off --batch-io off
+    extra_ctl nbd-classic create-volume bench-nbd-classic --size 1G \
+      --backend nbd://127.0.0.1:10809/bench >/dev/null
+    classic="$(extra_device nbd-classic bench-nbd-classic)"
+    bench_group nbd "one nbdkit memory export on loopback TCP, first 256 MiB" "iops lat seq" "--numjobs=1" \
       "kernel|kernel NBD client /dev/nbd0 (1 connection)|/dev/nbd0|--size=256M" \
       "ours|NBD volume, 1 queue, 1 connection|$ours|--size=256M" \
+      "classic|NBD volume, --batch-io off (classic)|$classic|--size=256M" \
       "libnbd|fio's libnbd engine (1 connection)|nbd|--ioengine=nbd --uri=nbd://127.0.0.1:10809/bench --direct=0 --size=256M"
     bench_ratio nbd "NBD volume / kernel NBD client" ours kernel
     bench_ratio nbd "NBD volume / fio libnbd" ours libnbd
+    bench_ratio nbd "io mode $ours_mode / classic (NBD volume)" ours classic
+    extra_ctl nbd-classic delete-volume bench-nbd-classic >/dev/null
+    stop_extra_agent nbd-classic
     ctl delete-volume bench-nbd >/dev/null
     stop_agent >/dev/null
   }

@@ -8,10 +8,10 @@
 #         without (--metrics-address off), and batch I/O commands (UBLK_F_BATCH_IO
 #         where offered) vs classic (--batch-io off)
 #   nvme  an NVMe volume (copy, zero copy) vs raw passthrough and the block device
-#   nbd   an NBD volume vs the kernel's NBD client and vs fio's libnbd engine
+#   nbd   an NBD volume (batch and classic) vs the kernel's NBD client and vs fio's libnbd engine
 #         on the same nbdkit export
 # `all` (the default) is all three. Every device gets fio 4k randread QD32
-# IOPS and 128k sequential read MB/s; null and nvme also QD1 latency p50/p99.
+# IOPS, QD1 latency p50/p99 and 128k sequential read MB/s.
 # kublk is built by tests/bench/fetch-kublk.sh (cached; without it the null
 # group reports kublk as not available). Results in
 # ${BLK_BENCH_OUT:-BUILD_DIR/bench-results}: bench.json and bench.md (printed
@@ -64,7 +64,7 @@ main() {
 
   # Enough for 3 rounds of 10 s runs of every group (null: 6 devices x 3 tests, nvme: 4 x 3,
   # nbd: 3 x 2), with room for boot and setup.
-  local runs_per_round=$((6 * 3 + 4 * 3 + 3 * 2))
+  local runs_per_round=$((6 * 3 + 4 * 3 + 4 * 3))
   local timeout_s=$((600 + ${BLK_BENCH_ROUNDS:-3} * runs_per_round * (${BLK_BENCH_RUNTIME:-10} + 5)))
   local status=0 kernel kernel_dir kublk_dir
   for kernel in "${kernels[@]}"; do

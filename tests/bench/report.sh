@@ -61,8 +61,9 @@ main() {
       | select($raw != null and $hop != null and ($zc != null or $copy != null))
       | "NVMe volume, CPU time per 4k read at QD32 (\($cpus) vCPUs / IOPS, us): raw passthrough" +
         " \($raw) + the ublk round trip of the null volume \($hop) = \(($raw + $hop) * 10 | round / 10)" +
-        " expected; zero copy \($zc | n) (\(if $zc == null then "-" else ($zc - $raw - $hop) * 10 | round / 10 end) unexplained)," +
-        " copy \($copy | n) (\(if $copy == null then "-" else ($copy - $raw - $hop) * 10 | round / 10 end) unexplained).\n"),
+        " expected;" + ([["zero copy", $zc], ["copy", $copy]] | map(select(.[1] != null)
+          | " \(.[0]) \(.[1]) (\((.[1] - $raw - $hop) * 10 | round / 10) unexplained)") | join(",")) +
+        ".\n"),
       (.groups[] |
         "#### \(.title)\(if .iops_fio_args == "" then "" else " (QD32 runs: \(.iops_fio_args))" end)\n",
         "| device | 4k randread QD32 IOPS | QD1 p50 us | QD1 p99 us | 128k read MB/s |",

@@ -121,13 +121,16 @@ main() {
     print_array job_keep "${keep_paths[@]}" "$kernel_dir"
   } >"$out/.vm/job"
 
+  # tsc=reliable: under TCG the clocksource watchdog marks the guest's TSC unstable a few minutes
+  # after boot and the guest moves to HPET, where every clock read is an emulated MMIO access
+  # (clock_gettime leaves the vDSO). That halved ublk IOPS mid-benchmark and slowed every test.
   # shellcheck disable=SC2054 # the commas are QEMU's option syntax
   qemu=(
     qemu-system-x86_64 -nodefaults -no-user-config
     -accel tcg,thread=multi -cpu max -smp "$smp" -m "$mem"
     -display none -monitor none -serial "file:$out/console.log" -no-reboot
     -kernel "$kernel_dir/vmlinuz" -initrd "$kernel_dir/initramfs.cpio"
-    -append "console=ttyS0 quiet panic=-1 mitigations=off blk_init=$here/guest-init.sh blk_out=$out"
+    -append "console=ttyS0 quiet panic=-1 mitigations=off tsc=reliable blk_init=$here/guest-init.sh blk_out=$out"
     -fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap
     -device virtio-9p-pci,fsdev=root,mount_tag=/dev/root
     -fsdev "local,id=out,path=$out,security_model=none,multidevs=remap"

@@ -121,9 +121,9 @@ main() {
     print_array job_keep "${keep_paths[@]}" "$kernel_dir"
   } >"$out/.vm/job"
 
-  # tsc=reliable: under TCG the clocksource watchdog marks the guest's TSC unstable a few minutes
-  # after boot and the guest moves to HPET, where every clock read is an emulated MMIO access
-  # (clock_gettime leaves the vDSO). That halved ublk IOPS mid-benchmark and slowed every test.
+  # tsc=reliable: under TCG the clocksource watchdog marked the guest's TSC unstable about 150 s
+  # after boot and the guest moved to HPET, where every clock read is an emulated MMIO access
+  # (clock_gettime leaves the vDSO). That halved ublk IOPS mid-benchmark.
   # shellcheck disable=SC2054 # the commas are QEMU's option syntax
   qemu=(
     qemu-system-x86_64 -nodefaults -no-user-config

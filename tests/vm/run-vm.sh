@@ -21,6 +21,8 @@
 # Output in DIR: guest.log (the script's stdout+stderr, also streamed to
 # stdout with a "[flavour] " prefix), console.log (the kernel console),
 # exit-status, .vm/ (job file, boot time).
+# A guest that dies before its script starts, or does not reach it within
+# BLK_VM_BOOT_DEADLINE seconds (default 300), is booted again (3 boots at most).
 # Exit status: the script's; 124 when the VM timed out (default 1200 s);
 # 125 when the VM died before the script finished.
 set -euo pipefail
@@ -60,6 +62,8 @@ main() {
   [[ -n "$out" ]] || die "missing --out DIR"
   [[ "$timeout_s" =~ ^[0-9]+$ ]] || die "--timeout wants seconds, got '$timeout_s'"
   [[ "$smp" =~ ^[0-9]+$ ]] || die "--smp wants a number, got '$smp'"
+  boot_deadline_s="${BLK_VM_BOOT_DEADLINE:-300}"
+  [[ "$boot_deadline_s" =~ ^[0-9]+$ ]] || die "BLK_VM_BOOT_DEADLINE wants seconds, got '$boot_deadline_s'"
 
   mkdir -p "$out"
   out="$(cd "$out" && pwd)"
@@ -121,16 +125,18 @@ main() {
     print_array job_keep "${keep_paths[@]}" "$kernel_dir"
   } >"$out/.vm/job"
 
-  # tsc=reliable: under TCG the clocksource watchdog marked the guest's TSC unstable about 150 s
+  # tsc=nowatchdog: under TCG the clocksource watchdog marked the guest's TSC unstable about 150 s
   # after boot and the guest moved to HPET, where every clock read is an emulated MMIO access
-  # (clock_gettime leaves the vDSO). That halved ublk IOPS mid-benchmark.
+  # (clock_gettime leaves the vDSO). That halved ublk IOPS mid-benchmark. tsc=reliable keeps the
+  # TSC too, but crashed 2 boots of 30 in the boot-time code patching described below
+  # (tsc=nowatchdog: 0 of 30).
   # shellcheck disable=SC2054 # the commas are QEMU's option syntax
   qemu=(
     qemu-system-x86_64 -nodefaults -no-user-config
     -accel tcg,thread=multi -cpu max -smp "$smp" -m "$mem"
     -display none -monitor none -serial "file:$out/console.log" -no-reboot
     -kernel "$kernel_dir/vmlinuz" -initrd "$kernel_dir/initramfs.cpio"
-    -append "console=ttyS0 quiet panic=-1 mitigations=off tsc=reliable blk_init=$here/guest-init.sh blk_out=$out"
+    -append "console=ttyS0 quiet panic=-1 mitigations=off tsc=nowatchdog blk_init=$here/guest-init.sh blk_out=$out"
     -fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap
     -device virtio-9p-pci,fsdev=root,mount_tag=/dev/root
     -fsdev "local,id=out,path=$out,security_model=none,multidevs=remap"
@@ -155,22 +161,57 @@ main() {
   trap 'exit 130' INT
   trap 'exit 143' TERM HUP
 
-  started=$SECONDS
-  timeout --kill-after=10 "$timeout_s" "${qemu[@]}" </dev/null >"$out/.vm/qemu.log" 2>&1 &
-  qemu_pid=$!
-  if ((quiet == 0)); then
-    tail -n +1 -F -s 0.2 --pid="$qemu_pid" "$out/guest.log" 2>/dev/null |
-      sed -u "s/^/[$flavour] /" &
-    tail_pid=$!
-  fi
+  # One QEMU run; sets qemu_status. Killed early when the guest has not reached its script after
+  # boot_deadline_s.
+  boot_once() {
+    : >"$out/console.log"
+    timeout --kill-after=10 "$timeout_s" "${qemu[@]}" </dev/null >"$out/.vm/qemu.log" 2>&1 &
+    qemu_pid=$!
+    if ((quiet == 0)); then
+      tail -n +1 -F -s 0.2 --pid="$qemu_pid" "$out/guest.log" 2>/dev/null |
+        sed -u "s/^/[$flavour] /" &
+      tail_pid=$!
+    fi
+    local boot_started=$SECONDS
+    while [[ ! -f "$out/.vm/boot-seconds" ]] && kill -0 "$qemu_pid" 2>/dev/null; do
+      if ((SECONDS - boot_started >= boot_deadline_s)); then
+        echo "run-vm: the $flavour guest did not reach its script in ${boot_deadline_s}s" >&2
+        kill "$qemu_pid" 2>/dev/null || true
+        break
+      fi
+      sleep 0.5 # polls a file the guest writes over 9p; nothing to wait on
+    done
+    qemu_status=0
+    wait "$qemu_pid" || qemu_status=$?
+    qemu_pid=""
+    if [[ -n "$tail_pid" ]]; then
+      wait "$tail_pid" || true
+      tail_pid=""
+    fi
+  }
 
-  qemu_status=0
-  wait "$qemu_pid" || qemu_status=$?
-  qemu_pid=""
-  if [[ -n "$tail_pid" ]]; then
-    wait "$tail_pid" || true
-    tail_pid=""
-  fi
+  # What killed a boot, from its console: the first oops or panic line, else its last line.
+  boot_failure() {
+    local line
+    line="$(grep -m1 -E 'Oops|Kernel panic|BUG:' "$out/console.log" || tail -n 1 "$out/console.log" || true)"
+    line="${line#\[*\] }"
+    echo "${line:-an empty console}"
+  }
+
+  # A guest kernel that dies before the script starts (QEMU's multi-threaded TCG can crash the
+  # guest while it patches its own code at boot: "Oops: int3" in a static branch) or that never
+  # gets there is booted again, up to max_boots times. A guest that reached the script is never
+  # run twice.
+  local max_boots=3 attempt
+  started=$SECONDS
+  for ((attempt = 1; ; attempt++)); do
+    boot_once
+    [[ ! -f "$out/exit-status" && ! -f "$out/.vm/boot-seconds" ]] || break
+    ((attempt < max_boots)) || break
+    cp "$out/console.log" "$out/.vm/console-boot$attempt.log"
+    echo "run-vm: the $flavour guest died before its script started ($(boot_failure));" \
+      "booting again ($((attempt + 1)) of $max_boots; its console is in $out/.vm/console-boot$attempt.log)" >&2
+  done
 
   elapsed=$((SECONDS - started))
   boot="?"

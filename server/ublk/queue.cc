@@ -42,6 +42,10 @@ IoKind KindOfOp(uint8_t op) {
   }
 }
 
+// start_ns_of_tag_ while the request is in the turn it arrived in, and once it is answered.
+constexpr uint64_t kInTurn = 0;
+constexpr uint64_t kAnswered = ~uint64_t{0};
+
 uint64_t MonotonicNs() {
   timespec now;
   ::clock_gettime(CLOCK_MONOTONIC, &now);  // vDSO: no system call
@@ -154,6 +158,9 @@ void Queue::NameAndPinThread() {
   if (CPU_COUNT(&setup_.thread_cpus) > 0 &&
       ::sched_setaffinity(0, sizeof(setup_.thread_cpus), &setup_.thread_cpus) == 0) {
     pinned_.store(true, std::memory_order_relaxed);
+    cpu_set_t inside;
+    CPU_AND(&inside, &setup_.thread_cpus, &setup_.hctx_cpus);
+    always_local_ = CPU_EQUAL(&inside, &setup_.thread_cpus);
   }
 }
 
@@ -174,6 +181,7 @@ absl::Status Queue::MapDescriptorsAndBuffers() {
     buffers_ = Mapping(buffers, buffer_bytes);
   }
   op_of_tag_.assign(setup_.depth, 0);
+  start_turn_of_tag_.assign(setup_.depth, 0);
   start_ns_of_tag_.assign(setup_.depth, 0);
   return absl::OkStatus();
 }
@@ -302,7 +310,9 @@ void Queue::Loop() {
           absl::ErrnoToStatus(-rc, absl::StrCat("queue ", id(), " io_uring_submit_and_wait"));
       return;
     }
-    if (setup_.count_io) StartTurn();
+    ++turn_;
+    turn_ns_ = 0;
+    turn_local_ = -1;
     unsigned head;
     unsigned seen = 0;
     io_uring_cqe* cqe;
@@ -341,7 +351,8 @@ void Queue::Loop() {
     }
     io_uring_cq_advance(ring, seen);
     if (commits_ != nullptr) CommitTurn();
-    if (setup_.count_io) {
+    if (setup_.count_io && in_backend_ != published_inflight_) {
+      published_inflight_ = in_backend_;
       setup_.stats->counters.inflight.store(in_backend_, std::memory_order_relaxed);
     }
   }
@@ -381,12 +392,20 @@ void Queue::CommitTurn() {
   commits_->PrepCommit(sqe, kCharDevFileIndex, EncodeUserData(CqeKind::kBatchCommit, 0));
 }
 
-void Queue::StartTurn() {
-  turn_ns_ = MonotonicNs();
-  // glibc reads the CPU from rseq (or the vDSO): no system call. The whole turn's completions are
-  // attributed to this CPU.
-  const int cpu = ::sched_getcpu();
-  turn_local_ = cpu >= 0 && CPU_ISSET_S(cpu, sizeof(setup_.hctx_cpus), &setup_.hctx_cpus);
+uint64_t Queue::TurnNs() {
+  if (turn_ns_ == 0) turn_ns_ = MonotonicNs();
+  return turn_ns_;
+}
+
+bool Queue::TurnLocal() {
+  if (always_local_) return true;
+  if (turn_local_ < 0) {
+    // glibc reads the CPU from rseq (or the vDSO): no system call. The whole turn's completions
+    // are attributed to this CPU.
+    const int cpu = ::sched_getcpu();
+    turn_local_ = cpu >= 0 && CPU_ISSET_S(cpu, sizeof(setup_.hctx_cpus), &setup_.hctx_cpus);
+  }
+  return turn_local_ != 0;
 }
 
 void Queue::OnUblkCompletion(uint16_t tag, int32_t res) {
@@ -415,7 +434,8 @@ void Queue::OnUblkCompletion(uint16_t tag, int32_t res) {
   io.buffer = BufferOf(tag);
   if (setup_.auto_buf_reg || setup_.storage.registered_buffers) io.buffer_index = tag;
   op_of_tag_[tag] = io.op;
-  start_ns_of_tag_[tag] = turn_ns_;
+  start_turn_of_tag_[tag] = turn_;
+  start_ns_of_tag_[tag] = kInTurn;
   ++in_backend_;
   if ((io.op == abi::kIoOpRead || io.op == abi::kIoOpWrite) && length > setup_.max_io_bytes) {
     Complete(tag, -EIO);
@@ -426,6 +446,8 @@ void Queue::OnUblkCompletion(uint16_t tag, int32_t res) {
     return;
   }
   setup_.backend->Submit(tag, io);
+  // Still with the backend: it outlives this turn, so its latency needs the turn's time.
+  if (setup_.count_io && start_ns_of_tag_[tag] == kInTurn) start_ns_of_tag_[tag] = TurnNs();
 }
 
 void Queue::CompleteFromBackend(void* queue, uint16_t tag, int32_t result) {
@@ -436,8 +458,11 @@ void Queue::Complete(uint16_t tag, int32_t result) {
   --in_backend_;
   if (setup_.count_io) {
     IoCounters& counters = setup_.stats->counters;
-    counters.Record(KindOfOp(op_of_tag_[tag]), result, turn_ns_ - start_ns_of_tag_[tag]);
-    IoCounters::Bump(turn_local_ ? counters.local_completions : counters.remote_completions, 1);
+    const uint64_t latency_ns =
+        start_turn_of_tag_[tag] == turn_ ? 0 : TurnNs() - start_ns_of_tag_[tag];
+    start_ns_of_tag_[tag] = kAnswered;
+    counters.Record(KindOfOp(op_of_tag_[tag]), result, latency_ns);
+    IoCounters::Bump(TurnLocal() ? counters.local_completions : counters.remote_completions, 1);
   }
   if (commits_ != nullptr) {
     commits_->Add(tag, result);  // committed with the rest of the turn's results (CommitTurn)

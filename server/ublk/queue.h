@@ -100,8 +100,11 @@ class Queue {
   // The tag's request is done: counters, then COMMIT_AND_FETCH_REQ with its result.
   void Complete(uint16_t tag, int32_t result);
   static void CompleteFromBackend(void* queue, uint16_t tag, int32_t result);
-  // Once per loop turn: the time and the CPU that this turn's requests are attributed to.
-  void StartTurn();
+  // The time and the locality this turn's requests are attributed to, each read at most once per
+  // turn and only when a statistic needs it: requests answered in the turn they arrived in (the
+  // null backend's, refusals) need neither clock nor CPU.
+  uint64_t TurnNs();
+  bool TurnLocal();
   char* BufferOf(uint16_t tag) const;
   // FETCH_REQ or COMMIT_AND_FETCH_REQ for `tag` (copy mode: with its buffer).
   void PrepFetch(io_uring_sqe* sqe, uint16_t tag, uint32_t op, int32_t result);
@@ -120,11 +123,16 @@ class Queue {
   bool fetch_ended_ = false;               // batch: FETCH_IO_CMDS ended and is not re-armed
   Mapping descriptors_;
   Mapping buffers_;
-  std::vector<uint8_t> op_of_tag_;         // op in flight, for the counters
-  std::vector<uint64_t> start_ns_of_tag_;  // when the queue received the tag's request
-  uint64_t turn_ns_ = 0;                   // CLOCK_MONOTONIC at the start of this loop turn
-  bool turn_local_ = false;                // this turn runs on a CPU of the hctx set
-  uint32_t in_backend_ = 0;                // tags fetched and not completed yet
+  std::vector<uint8_t> op_of_tag_;  // op in flight, for the counters
+  // Per tag: the turn its request arrived in, and (once it outlived that turn's submit) when.
+  std::vector<uint64_t> start_turn_of_tag_;
+  std::vector<uint64_t> start_ns_of_tag_;
+  uint64_t turn_ = 0;          // loop turns so far
+  uint64_t turn_ns_ = 0;       // CLOCK_MONOTONIC of this turn; 0: not read yet
+  int8_t turn_local_ = -1;     // this turn runs on a CPU of the hctx set; -1: not asked yet
+  bool always_local_ = false;  // pinned inside the hctx set: every turn is local
+  uint32_t published_inflight_ = 0;
+  uint32_t in_backend_ = 0;  // tags fetched and not completed yet
   uint32_t aborted_ = 0;
   bool stop_requested_ = false;
 };

@@ -102,9 +102,11 @@ main() {
     "$(metric "blk_queue_completions_total{$q,locality=\"remote\"}")"
 
   step "fio pinned to CPU $cpu: 8 MiB of 4 KiB random writes on the file volume f"
-  local w0 wb0
+  local w0 wb0 ws0 wn0
   w0="$(metric 'blk_volume_ios_total{volume="f",op="write"}')"
   wb0="$(metric 'blk_volume_bytes_total{volume="f",op="write"}')"
+  ws0="$(metric 'blk_volume_io_latency_seconds_sum{volume="f",op="write"}')"
+  wn0="$(metric 'blk_volume_io_latency_seconds_count{volume="f",op="write"}')"
   pinned_fio fio-write.log "$cpu" --name=write --filename="$fdev" --rw=randwrite \
     --bs=4k --size=8M --iodepth=16 --ioengine="$fio_engine" --direct=1 \
     --output-format=json --output="$LOG_DIR/fio-write.json"
@@ -114,6 +116,17 @@ main() {
   within_one_percent "bytes written counted on f" \
     "$(jq '.jobs[0].write.io_bytes' "$LOG_DIR/fio-write.json")" \
     $(($(metric 'blk_volume_bytes_total{volume="f",op="write"}') - wb0))
+  # The file backend's writes outlive the loop turn they arrived in, so each has a time in the
+  # server, and that time lies inside fio's for the same write.
+  local server_mean_us fio_mean_us
+  server_mean_us="$(awk -v s0="$ws0" -v n0="$wn0" \
+    -v s1="$(metric 'blk_volume_io_latency_seconds_sum{volume="f",op="write"}')" \
+    -v n1="$(metric 'blk_volume_io_latency_seconds_count{volume="f",op="write"}')" \
+    'BEGIN { if (n1 > n0) printf "%.3f", (s1 - s0) / (n1 - n0) * 1e6; else print "none" }')"
+  fio_mean_us="$(jq '.jobs[0].write.lat_ns.mean / 1000' "$LOG_DIR/fio-write.json")"
+  awk -v s="$server_mean_us" -v f="$fio_mean_us" 'BEGIN { exit !(s > 0 && s < f) }' ||
+    fail "f's writes: mean time in the server ${server_mean_us} us is not in (0, fio's ${fio_mean_us} us)"
+  echo "ok: f's writes: mean time in the server ${server_mean_us} us, fio's ${fio_mean_us} us"
 
   if (($(nproc) > 1)); then
     step "queue threads off their hctx CPUs: completions count as remote"

@@ -7,6 +7,7 @@
 #         from an agent with --metrics-address off (no per-I/O statistics),
 #         the same from an agent with --batch-io off (classic per-request
 #         commands; "ours" uses UBLK_F_BATCH_IO where the kernel offers it),
+#         the same with its queue threads on the other CPU (--placement 1,0),
 #         the kernel's null_blk, kublk's null target (`kublk add -t null -q 2`)
 #         and the same with -b (BATCH_IO), where this kernel's kublk has it.
 #         fio: iops with 2 jobs, lat, seq.
@@ -95,6 +96,15 @@ main() {
     local ours off classic kublk="-" kublk_b="-" kublk_name="kublk -t null -q 2: not available"
     local kublk_b_name="kublk -t null -q 2 -b: not available"
     ours="$(volume_device bench-null)"
+    # The same volume with each queue thread on the other CPU than the one whose I/O it serves
+    # (with 2 CPUs and 2 queues, queue i's hctx set is CPU i): fio and the server then run side by
+    # side instead of taking turns on one CPU.
+    local moved="-" moved_name="ublk null volume, queue threads off their hctx CPU: needs 2 CPUs"
+    if (($(nproc) == 2)); then
+      ctl create-volume bench-moved --size 4G --backend null:// --queues 2 --placement 1,0 >/dev/null
+      moved="$(volume_device bench-moved)"
+      moved_name="ublk null volume, --placement 1,0 (queue threads off their hctx CPU)"
+    fi
     start_extra_agent off --metrics-address off
     extra_ctl off create-volume bench-off --size 4G --backend null:// --queues 2 >/dev/null
     off="$(extra_device off bench-off)"
@@ -125,6 +135,7 @@ main() {
       "off: $off, classic: $classic"
     bench_group null "null devices, 2 queues" "iops lat seq" "--numjobs=2" \
       "ours|ublk null volume (blkagent)|$ours||http://127.0.0.1:9477/metrics bench-null" \
+      "moved|$moved_name|$moved||http://127.0.0.1:9477/metrics bench-moved" \
       "off|ublk null volume, --metrics-address off|$off|" \
       "classic|ublk null volume, --batch-io off (classic)|$classic||http://127.0.0.1:9478/metrics bench-classic" \
       "kublk|$kublk_name|$kublk|" \
@@ -132,6 +143,8 @@ main() {
       "null_blk|null_blk /dev/nullb0|/dev/nullb0|"
     bench_ratio null "null volume / kublk null" ours kublk
     bench_ratio null "null volume / kublk -b null" ours kublk_b
+    bench_ratio null "null volume, threads off their hctx CPU / kublk null" moved kublk
+    bench_ratio null "null volume, threads off their hctx CPU / hctx (the default)" moved ours
     bench_ratio null "null volume / null_blk" ours null_blk
     bench_ratio null "metrics on / off (null volume)" ours off
     bench_ratio null "io mode $ours_mode / classic (null volume)" ours classic
@@ -147,6 +160,7 @@ main() {
     extra_ctl classic delete-volume bench-classic >/dev/null
     stop_extra_agent classic
     ctl delete-volume bench-null >/dev/null
+    [[ "$moved" == - ]] || ctl delete-volume bench-moved >/dev/null
     stop_agent >/dev/null
   }
 

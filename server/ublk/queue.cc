@@ -403,7 +403,8 @@ bool Queue::TurnLocal() {
     // glibc reads the CPU from rseq (or the vDSO): no system call. The whole turn's completions
     // are attributed to this CPU.
     const int cpu = ::sched_getcpu();
-    turn_local_ = cpu >= 0 && CPU_ISSET_S(cpu, sizeof(setup_.hctx_cpus), &setup_.hctx_cpus);
+    const bool local = cpu >= 0 && CPU_ISSET_S(cpu, sizeof(setup_.hctx_cpus), &setup_.hctx_cpus);
+    turn_local_ = local ? 1 : 0;
   }
   return turn_local_ != 0;
 }

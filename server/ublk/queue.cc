@@ -181,7 +181,6 @@ absl::Status Queue::MapDescriptorsAndBuffers() {
     buffers_ = Mapping(buffers, buffer_bytes);
   }
   op_of_tag_.assign(setup_.depth, 0);
-  start_turn_of_tag_.assign(setup_.depth, 0);
   start_ns_of_tag_.assign(setup_.depth, 0);
   return absl::OkStatus();
 }
@@ -310,7 +309,6 @@ void Queue::Loop() {
           absl::ErrnoToStatus(-rc, absl::StrCat("queue ", id(), " io_uring_submit_and_wait"));
       return;
     }
-    ++turn_;
     turn_ns_ = 0;
     turn_local_ = -1;
     unsigned head;
@@ -435,7 +433,6 @@ void Queue::OnUblkCompletion(uint16_t tag, int32_t res) {
   io.buffer = BufferOf(tag);
   if (setup_.auto_buf_reg || setup_.storage.registered_buffers) io.buffer_index = tag;
   op_of_tag_[tag] = io.op;
-  start_turn_of_tag_[tag] = turn_;
   start_ns_of_tag_[tag] = kInTurn;
   ++in_backend_;
   if ((io.op == abi::kIoOpRead || io.op == abi::kIoOpWrite) && length > setup_.max_io_bytes) {
@@ -459,8 +456,9 @@ void Queue::Complete(uint16_t tag, int32_t result) {
   --in_backend_;
   if (setup_.count_io) {
     IoCounters& counters = setup_.stats->counters;
+    // Not stamped: answered in the turn it arrived in.
     const uint64_t latency_ns =
-        start_turn_of_tag_[tag] == turn_ ? 0 : TurnNs() - start_ns_of_tag_[tag];
+        start_ns_of_tag_[tag] == kInTurn ? 0 : TurnNs() - start_ns_of_tag_[tag];
     start_ns_of_tag_[tag] = kAnswered;
     counters.Record(KindOfOp(op_of_tag_[tag]), result, latency_ns);
     IoCounters::Bump(TurnLocal() ? counters.local_completions : counters.remote_completions, 1);

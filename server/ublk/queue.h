@@ -124,10 +124,8 @@ class Queue {
   Mapping descriptors_;
   Mapping buffers_;
   std::vector<uint8_t> op_of_tag_;  // op in flight, for the counters
-  // Per tag: the turn its request arrived in, and (once it outlived that turn's submit) when.
-  std::vector<uint64_t> start_turn_of_tag_;
+  // Per tag: when its request arrived, stamped only once it outlived that turn's submit.
   std::vector<uint64_t> start_ns_of_tag_;
-  uint64_t turn_ = 0;          // loop turns so far
   uint64_t turn_ns_ = 0;       // CLOCK_MONOTONIC of this turn; 0: not read yet
   int8_t turn_local_ = -1;     // this turn runs on a CPU of the hctx set; -1: not asked yet
   bool always_local_ = false;  // pinned inside the hctx set: every turn is local

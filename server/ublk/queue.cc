@@ -131,6 +131,7 @@ void Queue::Run(std::promise<absl::Status>* started) {
       io_uring_submit(ring_->get());
     }
   }
+  if (setup_.cancel_races_dispatch && !setup_.batch_io) CloseRingAndAwaitCancel();
   // Closing the ring cancels whatever fetches the kernel did not abort.
   ring_.reset();
   fetch_tags_.reset();
@@ -139,6 +140,44 @@ void Queue::Run(std::promise<absl::Status>* started) {
   buffers_.Reset();
   setup_.stats->counters.inflight.store(0, std::memory_order_relaxed);
   setup_.stats->thread_id.store(0, std::memory_order_relaxed);
+}
+
+void Queue::CloseRingAndAwaitCancel() {
+  uint32_t pending = setup_.depth - aborted_ - held_;
+  if (pending == 0) return;
+  // The kernel signals this for every completion it posts, ring fd closed or not.
+  UniqueFd posted(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!posted.valid() || io_uring_register_eventfd(ring_->get(), posted.get()) < 0) return;
+  io_uring* ring = ring_->get();
+  ring_->CloseFd();
+  // A request dispatched meanwhile arrives as task work, which wakes this thread from the poll
+  // below and runs before it returns; the cancel then finds that tag's fetch completed.
+  constexpr int kCancelWaitMs = 10'000;
+  const uint64_t deadline_ns = MonotonicNs() + uint64_t{kCancelWaitMs} * 1'000'000;
+  while (true) {
+    unsigned head;
+    unsigned seen = 0;
+    io_uring_cqe* cqe;
+    io_uring_for_each_cqe(ring, head, cqe) {
+      ++seen;
+      if (KindOf(cqe->user_data) == CqeKind::kUblkCmd && pending > 0) --pending;
+    }
+    io_uring_cq_advance(ring, seen);
+    if (pending == 0) return;
+    const uint64_t now_ns = MonotonicNs();
+    if (now_ns >= deadline_ns) break;
+    pollfd wait{posted.get(), POLLIN, 0};
+    const int left_ms = static_cast<int>((deadline_ns - now_ns) / 1'000'000) + 1;
+    if (::poll(&wait, 1, left_ms) > 0) {
+      uint64_t count;
+      [[maybe_unused]] ssize_t n = ::read(posted.get(), &count, sizeof(count));
+    }
+  }
+  if (loop_status_.ok()) {
+    loop_status_ = absl::DeadlineExceededError(absl::StrCat("queue ", id(), ": ", pending,
+                                                            " fetches not cancelled ",
+                                                            kCancelWaitMs, " ms after close"));
+  }
 }
 
 absl::Status Queue::Prepare() {
@@ -190,7 +229,8 @@ absl::Status Queue::CreateRing() {
   const unsigned sqes_per_io = std::max(1u, setup_.storage.max_sqes_per_io);
   const unsigned entries = std::bit_ceil((1u + sqes_per_io) * setup_.depth + 1);
   absl::StatusOr<std::unique_ptr<Ring>> ring =
-      Ring::Create(entries, setup_.storage.big_ring_entries);
+      Ring::Create(entries, setup_.storage.big_ring_entries,
+                   /*wake_for_task_work=*/setup_.cancel_races_dispatch && !setup_.batch_io);
   if (!ring.ok()) return ring.status();
   ring_ = std::move(*ring);
   ring_->RegisterFdForThisThread();
@@ -418,6 +458,7 @@ void Queue::OnUblkCompletion(uint16_t tag, int32_t res) {
     return;
   }
   if (stop_requested_) {
+    ++held_;
     // A stop is under way: the backend gets nothing new, or under steady load the stop would wait
     // forever. The request stays with the kernel, which requeues it for the next server when the
     // ring closes (USER_RECOVERY_REISSUE) or answers it as the device's mode says.

@@ -41,6 +41,10 @@ struct QueueSetup {
   // UBLK_F_BATCH_IO: one PREP_IO_CMDS, a multishot FETCH_IO_CMDS and one COMMIT_IO_CMDS per loop
   // turn instead of a FETCH_REQ / COMMIT_AND_FETCH_REQ per tag (needs the ioctl encoding).
   bool batch_io = false;
+  // Kernels before 6.15 may cancel a fetch while the work that hands it a request is still pending,
+  // and then oops (io_ring_exit_work: a request freed twice). On those the thread closes its ring
+  // itself and stays awake, running that work, until the kernel cancelled every fetch.
+  bool cancel_races_dispatch = false;
 };
 
 // One ublk queue: a thread named "blkq<device>-<queue>" and pinned to its CPUs, owning one io_uring
@@ -106,6 +110,8 @@ class Queue {
   uint64_t TurnNs();
   bool TurnLocal();
   char* BufferOf(uint16_t tag) const;
+  // See QueueSetup::cancel_races_dispatch.
+  void CloseRingAndAwaitCancel();
   // FETCH_REQ or COMMIT_AND_FETCH_REQ for `tag` (copy mode: with its buffer).
   void PrepFetch(io_uring_sqe* sqe, uint16_t tag, uint32_t op, int32_t result);
 
@@ -132,6 +138,7 @@ class Queue {
   uint32_t published_inflight_ = 0;
   uint32_t in_backend_ = 0;  // tags fetched and not completed yet
   uint32_t aborted_ = 0;
+  uint32_t held_ = 0;  // requests fetched during a stop and left to the kernel
   bool stop_requested_ = false;
 };
 

@@ -1,21 +1,29 @@
 #include "server/ublk/ring.h"
 
+#include <unistd.h>
+
 #include <cerrno>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 namespace blk::server {
 
-absl::StatusOr<std::unique_ptr<Ring>> Ring::Create(unsigned entries, bool big_entries) {
+absl::StatusOr<std::unique_ptr<Ring>> Ring::Create(unsigned entries, bool big_entries,
+                                                   bool wake_for_task_work) {
   std::unique_ptr<Ring> ring(new Ring());
   // Most wanted first; kernels before 6.1 (DEFER_TASKRUN) or 6.0 (SINGLE_ISSUER) say EINVAL.
-  const unsigned attempts[] = {
-      IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
-      IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN,
-      IORING_SETUP_COOP_TASKRUN,
-      0,
-  };
+  // DEFER_TASKRUN runs task work only inside io_uring_enter on this ring; COOP_TASKRUN posts it
+  // without waking a sleeping thread.
+  const std::vector<unsigned> attempts =
+      wake_for_task_work ? std::vector<unsigned>{IORING_SETUP_SINGLE_ISSUER, 0}
+                         : std::vector<unsigned>{
+                               IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+                               IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN,
+                               IORING_SETUP_COOP_TASKRUN,
+                               0,
+                           };
   int rc = -EINVAL;
   const unsigned entry_flags = big_entries ? IORING_SETUP_SQE128 | IORING_SETUP_CQE32 : 0;
   for (unsigned flags : attempts) {
@@ -34,6 +42,17 @@ absl::StatusOr<std::unique_ptr<Ring>> Ring::Create(unsigned entries, bool big_en
                                                big_entries ? ", SQE128|CQE32" : "", ")"));
 }
 
+void Ring::CloseFd() {
+  if (ring_.ring_fd < 0) return;
+  // The registered fd holds the ring open too.
+  if (fd_registered_) io_uring_unregister_ring_fd(&ring_);
+  fd_registered_ = false;
+  ::close(ring_.ring_fd);
+  ring_.ring_fd = -1;
+  ring_.enter_ring_fd = -1;
+}
+
+// After CloseFd this only unmaps (its close of fd -1 fails harmlessly).
 Ring::~Ring() { io_uring_queue_exit(&ring_); }
 
 }  // namespace blk::server

@@ -39,9 +39,12 @@ inline constexpr uint32_t ExtraOf(uint64_t user_data) { return static_cast<uint3
 // An io_uring owned by one thread. Created with SINGLE_ISSUER and DEFER_TASKRUN (or COOP_TASKRUN)
 // where the kernel accepts them, plain otherwise. `big_entries`: 128-byte SQEs and 32-byte CQEs
 // (IORING_SETUP_SQE128 | CQE32), which NVMe passthrough needs; ublk commands work on either.
+// `wake_for_task_work`: neither DEFER_TASKRUN nor COOP_TASKRUN, so that the kernel wakes the thread
+// to run the ring's task work wherever it sleeps, even after CloseFd.
 class Ring {
  public:
-  static absl::StatusOr<std::unique_ptr<Ring>> Create(unsigned entries, bool big_entries = false);
+  static absl::StatusOr<std::unique_ptr<Ring>> Create(unsigned entries, bool big_entries = false,
+                                                      bool wake_for_task_work = false);
   ~Ring();
   Ring(const Ring&) = delete;
   Ring& operator=(const Ring&) = delete;
@@ -51,8 +54,11 @@ class Ring {
   // Lets the calling thread enter the ring by a registered index instead of its fd (no fd lookup
   // per io_uring_enter). Per thread: call it on the one thread that submits and waits. Kernels
   // before 5.18 refuse it; the ring then works by its fd as before.
-  void RegisterFdForThisThread() { io_uring_register_ring_fd(&ring_); }
+  void RegisterFdForThisThread() { fd_registered_ = io_uring_register_ring_fd(&ring_) == 1; }
   unsigned setup_flags() const { return setup_flags_; }
+  // Closes the ring's fd but keeps its memory mapped, so completions the kernel posts while it
+  // tears the ring down can still be read. Nothing can be submitted any more.
+  void CloseFd();
 
   // A free SQE; when the submission queue is full, submits what is queued first. nullptr only if
   // even that fails.
@@ -67,6 +73,7 @@ class Ring {
   Ring() = default;
   io_uring ring_{};
   unsigned setup_flags_ = 0;
+  bool fd_registered_ = false;
 };
 
 }  // namespace blk::server

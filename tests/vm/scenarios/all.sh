@@ -4,9 +4,12 @@
 # Runs every tests/vm/scenarios/[0-9][0-9]-*.sh in order with BUILD_DIR/bin
 # first on PATH, one process group each, and prints `PASS name`, `FAIL name`
 # or `SKIP name` (exit status 77: lib.sh's skip) per scenario. A failing
-# scenario does not stop the others. After each one, whatever it left behind
-# (processes, mounts of ublk devices, ublk devices, work directories) is
-# removed, and leaving ublk devices behind fails it. Results also go to $BLK_VM_OUT/results.txt. Exits 1 when any failed.
+# scenario does not stop the others, but a kernel oops does: the scenario
+# during which the kernel logged one is killed at once and fails, and no
+# other runs (the host counts them as not run). After each scenario,
+# whatever it left behind (processes, mounts of ublk devices, ublk devices,
+# work directories) is removed, and leaving ublk devices behind fails it.
+# Results also go to $BLK_VM_OUT/results.txt. Exits 1 when any failed.
 #
 # Environment:
 #   BLK_SCENARIOS         only run scenarios whose name matches this regex
@@ -83,6 +86,33 @@ main() {
     return 1
   }
 
+  # An oops ends the scenario at once (it would otherwise hang until its time-out) and the run.
+  oops=/run/blk-vm-oops
+  : >"$oops"
+  # watch_for_oops PGID MARKER: kills the group at the first oops logged after MARKER. The whole
+  # log is read from its start, so a watcher that starts late misses nothing; bash's read takes
+  # each line as it comes (mawk would wait for a full buffer).
+  watch_for_oops() {
+    local line after_marker=0
+    while IFS= read -r line; do
+      if ((after_marker)); then
+        if [[ "$line" =~ Oops|BUG:|panic ]]; then
+          echo "$line" >"$oops"
+          kill -KILL -- "-$1" 2>/dev/null
+          return 0
+        fi
+      elif [[ "$line" == *"$2" ]]; then
+        after_marker=1
+      fi
+    done < <(dmesg --follow 2>/dev/null)
+  }
+  stop_watcher() {
+    pkill -P "$1" 2>/dev/null
+    kill "$1" 2>/dev/null
+    wait "$1" 2>/dev/null
+    return 0
+  }
+
   # Run a copy: bash reads a script as it goes, so a scenario edited on the
   # host during the run would otherwise execute a mix of old and new lines.
   snapshot=/run/blk-vm-scenarios
@@ -106,14 +136,26 @@ main() {
     name="$(basename "$path" .sh)"
     echo "=== RUN $name"
     started=$SECONDS
+    marker="all.sh: starting $name"
+    echo "$marker" >/dev/kmsg
     before="$(ublk_devices | tr '\n' ' ')"
     # timeout puts the scenario in a process group of its own (pgid = its pid),
     # so anything the scenario forgot can be found and killed afterwards.
     BLK_SCENARIO="$name" BLK_SCENARIO_OUT="$BLK_VM_OUT/scenarios/$name" \
       timeout --kill-after=10 "$limit" bash "$path" </dev/null &
     pgid=$!
+    watch_for_oops "$pgid" "$marker" &
+    watcher=$!
     status=0
     wait "$pgid" || status=$?
+    stop_watcher "$watcher"
+    if [[ -s "$oops" ]]; then
+      # Nothing after an oops can be trusted, and cleaning up may hang on what it broke.
+      echo "FAIL: the kernel oopsed during $name: $(head -n 1 "$oops")"
+      echo "FAIL $name $((SECONDS - started))" >>"$results"
+      echo "all.sh: stopping after the oops in $name; the remaining scenarios are not run"
+      exit 1
+    fi
     ((status == 124 || status == 137)) && echo "$name: timed out after ${limit}s"
     clean_up_after "$pgid" "$before" || { ((status != 0 && status != 77)) || status=1; }
     seconds=$((SECONDS - started))

@@ -2,7 +2,7 @@
 # Guest script (run by tests/bench/run.sh through tests/vm/run-vm.sh):
 #   guest.sh BUILD_DIR GROUP...
 # Runs the comparison GROUPs (tests/bench/lib.sh bench_group: every device
-# in turn, rounds alternating) within this one boot:
+# in turn, each round starting one device later) within this one boot:
 #   null  a `null` volume of 2 queues made by BUILD_DIR/bin/blkagent, the same
 #         from an agent with --metrics-address off (no per-I/O statistics),
 #         the same from an agent with --batch-io off (classic per-request

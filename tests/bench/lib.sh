@@ -77,9 +77,13 @@ bench_group() {
     done
     tests="${wanted[*]}"
   fi
+  # Each round starts one device later, so that no device always runs first (or right after the
+  # same neighbour): a position effect would otherwise read as a difference between devices.
+  local count=${#keys[@]} position
   for ((round = 1; round <= bench_rounds; round++)); do
     for test in $tests; do
-      for i in "${!keys[@]}"; do
+      for ((position = 0; position < count; position++)); do
+        i=$(((position + round - 1) % count))
         [[ "${paths[$i]}" != - ]] || continue
         args=()
         [[ "$test" != iops ]] || read -ra args <<<"$fio_args"

@@ -40,7 +40,7 @@ main() {
   jq -r --argjson cpus "${BLK_BENCH_VM_CPUS:-2}" '
     def x: if . == null then "-" else "\(. * 100 | round / 100)x" end;
     def n: if . == null then "-" else tostring end;
-    "Measured \(.date), \(.vm); medians of \(.kernels[0].rounds) alternating rounds of" +
+    "Measured \(.date), \(.vm); medians of \(.kernels[0].rounds) rounds (each starting one device later) of" +
     " \(.kernels[0].runtime_seconds) s per fio run (io_uring, O_DIRECT). Emulated: only" +
     " ratios within one boot mean something.\n",
     (.kernels[] |

@@ -233,7 +233,8 @@ absl::Status Device::StartQueues(uint32_t max_io_bytes) {
     setup.auto_buf_reg = (device_flags_ & abi::kFAutoBufReg) != 0;
     setup.poll = config_.poll;
     setup.batch_io = (device_flags_ & abi::kFBatchIo) != 0;
-    // The fix came in 6.15; UBLK_F_QUIESCE (6.16) is the first feature bit after it.
+    // The fix came in 6.15; UBLK_F_QUIESCE (6.16) is the first feature bit after it, so this is
+    // never set together with batch_io (7.0).
     setup.cancel_races_dispatch = (kernel_features_ & abi::kFQuiesce) == 0;
     absl::StatusOr<cpu_set_t> cpus = control_->GetQueueAffinity(dev_id_, q);
     if (!cpus.ok()) return cpus.status();

@@ -131,7 +131,7 @@ void Queue::Run(std::promise<absl::Status>* started) {
       io_uring_submit(ring_->get());
     }
   }
-  if (setup_.cancel_races_dispatch && !setup_.batch_io) CloseRingAndAwaitCancel();
+  if (setup_.cancel_races_dispatch) CloseRingAndAwaitCancel();
   // Closing the ring cancels whatever fetches the kernel did not abort.
   ring_.reset();
   fetch_tags_.reset();
@@ -230,7 +230,7 @@ absl::Status Queue::CreateRing() {
   const unsigned entries = std::bit_ceil((1u + sqes_per_io) * setup_.depth + 1);
   absl::StatusOr<std::unique_ptr<Ring>> ring =
       Ring::Create(entries, setup_.storage.big_ring_entries,
-                   /*wake_for_task_work=*/setup_.cancel_races_dispatch && !setup_.batch_io);
+                   /*wake_for_task_work=*/setup_.cancel_races_dispatch);
   if (!ring.ok()) return ring.status();
   ring_ = std::move(*ring);
   ring_->RegisterFdForThisThread();

@@ -12,9 +12,11 @@
 #         and the same with -b (BATCH_IO), where this kernel's kublk has it.
 #         fio: iops with 2 jobs, lat, seq.
 #   nvme  one NVMe namespace (4096-byte LBAs): /dev/ngXnY through fio's
-#         io_uring_cmd passthrough (the ceiling), its block device, and an
-#         NVMe volume in copy and in zero-copy mode (where the kernel has
-#         UBLK_F_AUTO_BUF_REG). fio: iops, lat, seq over the first 512 MiB.
+#         io_uring_cmd passthrough (the ceiling), its block device, an
+#         NVMe volume of 2 queues in copy and in zero-copy mode (where the
+#         kernel has UBLK_F_AUTO_BUF_REG), and kublk's loop target on the
+#         block device in zero copy (`kublk add -t loop -q 2 --auto_zc`, and
+#         -b). fio: iops with 2 jobs, lat, seq over the first 512 MiB.
 #   nbd   one nbdkit memory export on loopback TCP through the kernel's NBD
 #         client (nbd-client, one connection), through an NBD volume (one
 #         queue, one connection; and the same with --batch-io off) and
@@ -26,7 +28,7 @@
 #              BLK_BENCH_ROUNDS (rounds, default 3), BLK_BENCH_RAMP and
 #              BLK_BENCH_TESTS (smoke runs, see lib.sh),
 #              BLK_BENCH_KUBLK (kublk binary, from tests/bench/fetch-kublk.sh;
-#              without it the null group says kublk is not available),
+#              without it the null and nvme groups say kublk is not available),
 #              BLK_BENCH_MODBASE (modules tree for modprobe -d: nbd.ko)
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
@@ -75,15 +77,19 @@ main() {
     extra_ctl "$1" get-volume "$2" -o json | jq -r .volume.status.devicePath
   }
 
-  # kublk_add ID ARGS...: a kublk null device /dev/ublkbID; deleted on exit.
+  # kublk_add ID ARGS...: a kublk device /dev/ublkbID of 2 queues (ARGS: its target and options);
+  # deleted on exit.
   kublk_add() {
     local id="$1"
     shift
-    "$BLK_BENCH_KUBLK" add -t null -q 2 -n "$id" "$@" >>"$LOG_DIR/kublk.log" 2>&1 ||
-      fail "kublk add -t null -q 2 $* failed (see $LOG_DIR/kublk.log)"
+    "$BLK_BENCH_KUBLK" add -q 2 -n "$id" "$@" >>"$LOG_DIR/kublk.log" 2>&1 ||
+      fail "kublk add -q 2 $* failed (see $LOG_DIR/kublk.log)"
     on_exit kublk_del "$id"
     wait_for "/dev/ublkb$id" 30 test -b "/dev/ublkb$id"
   }
+
+  # kublk --help prints its usage and exits non-zero.
+  kublk_has_batch() { { "$BLK_BENCH_KUBLK" --help 2>&1 || true; } | grep -q -- --batch; }
 
   kublk_del() {
     [[ ! -e "/dev/ublkc$1" ]] || "$BLK_BENCH_KUBLK" del -n "$1" >>"$LOG_DIR/kublk.log" 2>&1
@@ -119,11 +125,10 @@ main() {
     expect_fail_with "FAILED_PRECONDITION.*--metrics-address off" "the off agent keeps no statistics" \
       extra_ctl off stats bench-off --count 1
     if [[ -x "${BLK_BENCH_KUBLK:-}" ]]; then
-      kublk_add 100
+      kublk_add 100 -t null
       kublk=/dev/ublkb100 kublk_name="kublk -t null -q 2"
-      # kublk --help prints its usage and exits non-zero.
-      if { "$BLK_BENCH_KUBLK" --help 2>&1 || true; } | grep -q -- --batch; then
-        kublk_add 101 -b
+      if kublk_has_batch; then
+        kublk_add 101 -t null -b
         kublk_b=/dev/ublkb101 kublk_b_name="kublk -t null -q 2 -b (batch)"
       else
         kublk_b_name="kublk -t null -q 2 -b: not supported by this kernel's kublk"
@@ -176,31 +181,49 @@ main() {
     start_agent --log-level warn --metrics-address 127.0.0.1:9479 >/dev/null
     features="$(ctl node-info -o json | jq -r '.ublkFeatures // "0"')"
     if (((features >> 11) & 1)); then
-      ctl create-volume bench-nvme-zc --backend "nvme://$ng" >/dev/null
+      ctl create-volume bench-nvme-zc --backend "nvme://$ng" --queues 2 >/dev/null
       [[ "$(ctl get-volume bench-nvme-zc -o json | jq -r .volume.status.copyMode)" == zero_copy ]] ||
         fail "bench-nvme-zc is not in zero-copy mode"
       zc="$(volume_device bench-nvme-zc)" zc_name="NVMe volume, zero copy"
     fi
     start_extra_agent copy --metrics-address 127.0.0.1:9480 --zero-copy off
-    extra_ctl copy create-volume bench-nvme-copy --backend "nvme://$ng" >/dev/null
+    extra_ctl copy create-volume bench-nvme-copy --backend "nvme://$ng" --queues 2 >/dev/null
     [[ "$(extra_ctl copy get-volume bench-nvme-copy -o json | jq -r .volume.status.copyMode)" == copy ]] ||
       fail "bench-nvme-copy is not in copy mode"
     copy="$(extra_device copy bench-nvme-copy)"
+    # The kernel's own server over the same namespace: kublk's loop target on the block device
+    # (O_DIRECT), in zero copy like ours, classic and batch.
+    local kloop="-" kloop_b="-" kloop_name="kublk -t loop --auto_zc on $blk: not available"
+    local kloop_b_name="kublk -t loop --auto_zc -b on $blk: not available"
+    if [[ -x "${BLK_BENCH_KUBLK:-}" && "$zc" != - ]]; then
+      kublk_add 102 -t loop --auto_zc "$blk"
+      kloop=/dev/ublkb102 kloop_name="kublk -t loop -q 2 --auto_zc $blk"
+      if kublk_has_batch; then
+        kublk_add 103 -t loop --auto_zc -b "$blk"
+        kloop_b=/dev/ublkb103 kloop_b_name="kublk -t loop -q 2 --auto_zc -b $blk (batch)"
+      fi
+    fi
     echo "namespace $blk / $ng, $(blockdev --getsize64 "$blk") bytes; copy: $copy, zero copy: $zc"
     # Passthrough: fio's io_uring_cmd engine and no O_DIRECT open (the char
     # device refuses it; passthrough bypasses the page cache anyway).
-    bench_group nvme "one NVMe namespace (QEMU, 4096-byte LBAs), first 512 MiB" "iops lat seq" "" \
+    bench_group nvme "one NVMe namespace (QEMU, 4096-byte LBAs), first 512 MiB; volumes of 2 queues" "iops lat seq" "--numjobs=2" \
       "raw|NVMe passthrough $ng (fio io_uring_cmd)|$ng|--ioengine=io_uring_cmd --cmd_type=nvme --direct=0 --size=512M" \
       "block|block device $blk|$blk|--size=512M" \
       "copy|NVMe volume, copy|$copy|--size=512M|http://127.0.0.1:9480/metrics bench-nvme-copy" \
-      "zc|$zc_name|$zc|--size=512M|http://127.0.0.1:9479/metrics bench-nvme-zc"
+      "zc|$zc_name|$zc|--size=512M|http://127.0.0.1:9479/metrics bench-nvme-zc" \
+      "kloop|$kloop_name|$kloop|--size=512M" \
+      "kloop_b|$kloop_b_name|$kloop_b|--size=512M"
     bench_ratio nvme "NVMe volume zero copy / raw passthrough" zc raw
+    bench_ratio nvme "NVMe volume zero copy / kublk loop on the block device" zc kloop
+    bench_ratio nvme "NVMe volume zero copy / kublk -b loop on the block device" zc kloop_b
     bench_ratio nvme "NVMe volume copy / raw passthrough" copy raw
     bench_ratio nvme "NVMe volume zero copy / block device" zc block
     bench_ratio nvme "block device / raw passthrough" block raw
     extra_ctl copy delete-volume bench-nvme-copy >/dev/null
     stop_extra_agent copy
     [[ "$zc" == - ]] || ctl delete-volume bench-nvme-zc >/dev/null
+    [[ "$kloop" == - ]] || kublk_del 102
+    [[ "$kloop_b" == - ]] || kublk_del 103
     stop_agent >/dev/null
   }
 
@@ -220,7 +243,8 @@ main() {
     wait_for "/dev/nbd0 to have a size" 30 test "$(cat /sys/block/nbd0/size)" -gt 0
     dd if=/dev/urandom of=/dev/nbd0 bs=1M count=256 oflag=direct status=none ||
       fail "could not fill the export"
-    start_agent --log-level warn
+    # With statistics on: the lat runs read how long each read spent in the server.
+    start_agent --log-level warn --metrics-address 127.0.0.1:9481
     ctl create-volume bench-nbd --size 1G --backend nbd://127.0.0.1:10809/bench >/dev/null
     ours="$(volume_device bench-nbd)"
     local ours_mode classic
@@ -232,7 +256,7 @@ main() {
     classic="$(extra_device nbd-classic bench-nbd-classic)"
     bench_group nbd "one nbdkit memory export on loopback TCP, first 256 MiB" "iops lat seq" "--numjobs=1" \
       "kernel|kernel NBD client /dev/nbd0 (1 connection)|/dev/nbd0|--size=256M" \
-      "ours|NBD volume, 1 queue, 1 connection|$ours|--size=256M" \
+      "ours|NBD volume, 1 queue, 1 connection|$ours|--size=256M|http://127.0.0.1:9481/metrics bench-nbd" \
       "classic|NBD volume, --batch-io off (classic)|$classic|--size=256M" \
       "libnbd|fio's libnbd engine (1 connection)|nbd|--ioengine=nbd --uri=nbd://127.0.0.1:10809/bench --direct=0 --size=256M"
     bench_ratio nbd "NBD volume / kernel NBD client" ours kernel

@@ -62,18 +62,18 @@ main() {
   out="$(cd "$out" && pwd)"
   read -ra kernels <<<"${BLK_BENCH_KERNELS:-newest}"
 
-  # Enough for 3 rounds of 10 s runs of every group (null: 7 devices x 3 tests, nvme: 4 x 3,
-  # nbd: 3 x 2), with room for boot and setup.
-  local runs_per_round=$((7 * 3 + 4 * 3 + 4 * 3))
+  # Enough for 3 rounds of 10 s runs of every group (null: 7 devices x 3 tests, nvme: 6 x 3,
+  # nbd: 4 x 3), with room for boot and setup.
+  local runs_per_round=$((7 * 3 + 6 * 3 + 4 * 3))
   local timeout_s=$((600 + ${BLK_BENCH_ROUNDS:-3} * runs_per_round * (${BLK_BENCH_RUNTIME:-10} + 5)))
   local status=0 kernel kernel_dir kublk_dir
   for kernel in "${kernels[@]}"; do
     unset BLK_BENCH_KUBLK
-    if [[ "$kernel" == newest && " ${groups[*]} " == *" null "* ]]; then
+    if [[ "$kernel" == newest && " ${groups[*]} " =~ " "(null|nvme)" " ]]; then
       if kublk_dir="$("$here/fetch-kublk.sh" "$kernel")"; then
         export BLK_BENCH_KUBLK="$kublk_dir/kublk"
       else
-        echo "bench: no kublk for the $kernel kernel; the null group goes without it" >&2
+        echo "bench: no kublk for the $kernel kernel; the null and nvme groups go without it" >&2
       fi
     fi
     # The guest loads nbd.ko from the same extracted kernel tree as ublk_drv.

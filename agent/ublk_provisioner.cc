@@ -58,7 +58,7 @@ class UblkVolumeDevice final : public VolumeDevice {
   std::string copy_mode() const override { return device_->copy_mode(); }
   std::string io_mode() const override { return device_->io_mode(); }
   absl::Status Stop(bool force) override { return device_->Stop(force); }
-  void Detach() override { device_->Detach(); }
+  absl::Status Detach() override { return device_->Detach(); }
 
  private:
   std::unique_ptr<server::Device> device_;

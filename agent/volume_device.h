@@ -56,8 +56,9 @@ class VolumeDevice {
   virtual std::string io_mode() const { return "classic"; }
   // force=false refuses (FAILED_PRECONDITION) while the device is open.
   virtual absl::Status Stop(bool force) = 0;
-  // Leaves the kernel device in place for the next agent (upgrade, restart).
-  virtual void Detach() = 0;
+  // Leaves the kernel device in place for the next agent (upgrade, restart); left even when an
+  // error says something went wrong on the way.
+  virtual absl::Status Detach() = 0;
 };
 
 // Turns a validated, normalized volume spec into a running device, and shows

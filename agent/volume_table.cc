@@ -509,7 +509,11 @@ void VolumeTable::DetachAll() {
   retrier_.Stop();
   std::list<BusyClaim> claims;
   ClaimedDevices devices = ClaimAllDevices(claims);
-  for (auto& [id, device] : devices) device->Detach();
+  for (auto& [id, device] : devices) {
+    if (absl::Status detached = device->Detach(); !detached.ok()) {
+      spdlog::warn("volume {}: detached, but {}", id, detached.ToString());
+    }
+  }
   ReleaseAll(claims, devices, "agent stopped; device left for the next agent");
 }
 

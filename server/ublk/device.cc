@@ -24,6 +24,12 @@ namespace {
 // devtmpfs creates /dev/ublkcN during ADD_DEV; with udev managing /dev it may take a moment.
 constexpr auto kCharDeviceDeadline = std::chrono::seconds(10);
 
+// Kernels before 6.15 (see OldServerExitHandling) notice a dead server whose queue holds every
+// request, as after a detach under full load, only when one of those requests times out: with
+// the block layer's default of 30 s the next server's recovery waits that long. While the server
+// lives, those kernels re-arm a request's timer when it expires, so a short one costs nothing.
+constexpr uint32_t kOldKernelRequestTimeoutMs = 2000;
+
 // The kernel needs a moment after a server died before a device can be recovered: it notices the
 // exit, quiesces the queue and releases the old /dev/ublkcN (until then open() says EBUSY).
 constexpr auto kRecoveryDeadline = std::chrono::seconds(30);
@@ -189,7 +195,7 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Recover(uint32_t dev_id,
   absl::Status recovered = device->EndRecovery(max_io_bytes);
   if (!recovered.ok()) {
     // Leave the device quiesced: its I/O waits for a later attempt instead of failing.
-    device->Detach();
+    device->Detach().IgnoreError();  // the error returned says more
     return absl::Status(recovered.code(),
                         absl::StrCat("recover ublk device ", dev_id, ": ", recovered.message()));
   }
@@ -202,7 +208,13 @@ absl::Status Device::StartNew(uint32_t max_io_bytes) {
   // Every queue has a fetch pending for every tag, so START_DEV does not wait forever.
   if (started.ok()) started = control_->StartDev(dev_id_, ::getpid());
   if (started.ok()) started_ = true;
+  if (started.ok()) started = LimitRequestTimeout();
   return started;
+}
+
+absl::Status Device::LimitRequestTimeout() const {
+  if (!OldServerExitHandling()) return absl::OkStatus();
+  return WriteQueueAttribute(UblkQueueSysfsDir(dev_id_), "io_timeout", kOldKernelRequestTimeoutMs);
 }
 
 absl::Status Device::EndRecovery(uint32_t max_io_bytes) {
@@ -233,9 +245,7 @@ absl::Status Device::StartQueues(uint32_t max_io_bytes) {
     setup.auto_buf_reg = (device_flags_ & abi::kFAutoBufReg) != 0;
     setup.poll = config_.poll;
     setup.batch_io = (device_flags_ & abi::kFBatchIo) != 0;
-    // The fix came in 6.15; UBLK_F_QUIESCE (6.16) is the first feature bit after it, so this is
-    // never set together with batch_io (7.0).
-    setup.cancel_races_dispatch = (kernel_features_ & abi::kFQuiesce) == 0;
+    setup.cancel_races_dispatch = OldServerExitHandling();
     absl::StatusOr<cpu_set_t> cpus = control_->GetQueueAffinity(dev_id_, q);
     if (!cpus.ok()) return cpus.status();
     setup.hctx_cpus = *cpus;
@@ -257,7 +267,7 @@ absl::Status Device::StartQueues(uint32_t max_io_bytes) {
 
 Device::~Device() { Stop(/*force=*/true).IgnoreError(); }
 
-void Device::EndQueues() {
+absl::Status Device::EndQueues() {
   // Queue 0 ends last: its backend may serve the other queues' I/O (an NBD connection they share),
   // so it keeps running until they got every answer and ended.
   for (size_t q = 1; q < queues_.size(); ++q) queues_[q]->RequestStop();
@@ -266,16 +276,21 @@ void Device::EndQueues() {
     queues_[0]->RequestStop();
     queues_[0]->Join();
   }
+  absl::Status ended = absl::OkStatus();
+  for (const std::unique_ptr<Queue>& queue : queues_) ended.Update(queue->loop_status());
   queues_.clear();
+  return ended;
 }
 
-void Device::Detach() {
+absl::Status Device::Detach() {
   absl::MutexLock lock(&mutex_);
-  if (released_) return;
-  EndQueues();
+  if (released_) return absl::OkStatus();
+  absl::Status ended = EndQueues();
   char_fd_.Reset();
   started_ = false;
   released_ = true;
+  if (ended.ok()) return ended;
+  return absl::Status(ended.code(), absl::StrCat("ublk device ", dev_id_, ": ", ended.message()));
 }
 
 absl::Status Device::RefuseIfOpen() {
@@ -351,8 +366,9 @@ absl::Status Device::Stop(bool force) {
 
 absl::Status Device::TearDown(bool wait_for_delete) {
   // After STOP_DEV no request is outstanding; the kernel aborts the fetches, and the stop signal
-  // covers kernels (and failed starts) where it does not.
-  EndQueues();
+  // covers kernels (and failed starts) where it does not. How a queue ended no longer matters: the
+  // device goes.
+  EndQueues().IgnoreError();
   // The waiting DEL_DEV returns only once every reference is gone, our /dev/ublkcN included.
   char_fd_.Reset();
   absl::Status deleted = control_->DelDev(dev_id_, wait_for_delete);

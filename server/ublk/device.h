@@ -18,6 +18,7 @@
 #include "server/ublk/params.h"
 #include "server/ublk/queue.h"
 #include "server/ublk/queue_stats.h"
+#include "server/ublk/queue_sysfs.h"
 #include "server/ublk/rq_affinity.h"
 #include "server/unique_fd.h"
 
@@ -59,8 +60,9 @@ class Device {
   absl::Status Stop(bool force);
   // Lets go of the device without stopping it (agent upgrade): the queue threads end and
   // /dev/ublkcN is closed; with user recovery the kernel quiesces the device and holds its I/O for
-  // the next server's Recover. Idempotent.
-  void Detach();
+  // the next server's Recover. Idempotent. An error says how a queue ended early (the device is
+  // detached all the same).
+  absl::Status Detach();
 
   // Grows the started device to `size_bytes` while it serves I/O: the storage first
   // (Storage::Grow), then UPDATE_SIZE. The kernel's current capacity is the size compared with:
@@ -105,8 +107,20 @@ class Device {
   // Opens /dev/ublkcN and starts one thread per queue, each with a FETCH pending for every tag.
   absl::Status StartQueues(uint32_t max_io_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::Status RefuseIfOpen() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Asks every queue thread to end and waits for them, queue 0 last.
-  void EndQueues() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Before 6.15 the kernel handles a server's exit in two ways later kernels do not: it may cancel
+  // a fetch while a request is being handed to it (QueueSetup::cancel_races_dispatch), and finds a
+  // dead server that holds every request only by their timeout. UBLK_F_QUIESCE (6.16) is the
+  // first feature bit after those fixes, so this is never true together with BATCH_IO (7.0).
+  bool OldServerExitHandling() const { return (kernel_features_ & abi::kFQuiesce) == 0; }
+  // On those kernels: the block queue's request timeout (io_timeout) to
+  // kOldKernelRequestTimeoutMs, so a detach under full load is recoverable that soon. Set when
+  // the device is created and kept by the kernel across recoveries; not while recovering: a
+  // store to a queue attribute freezes the queue, which waits for every request the device holds.
+  // (A device an earlier agent created keeps the default.)
+  absl::Status LimitRequestTimeout() const;
+  // Asks every queue thread to end and waits for them, queue 0 last; the first queue's reason to
+  // have ended early, if any (Queue::loop_status).
+  absl::Status EndQueues() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Ends the queue threads, closes /dev/ublkcN and deletes the kernel device; waits for the
   // deletion to finish only when nobody can still hold the device open.
   absl::Status TearDown(bool wait_for_delete) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

@@ -131,8 +131,8 @@ void Queue::Run(std::promise<absl::Status>* started) {
       io_uring_submit(ring_->get());
     }
   }
-  if (setup_.cancel_races_dispatch) CloseRingAndAwaitCancel();
-  // Closing the ring cancels whatever fetches the kernel did not abort.
+  if (setup_.cancel_races_dispatch) AwaitLastDispatch();
+  // Releasing the ring cancels whatever fetches the kernel did not abort.
   ring_.reset();
   fetch_tags_.reset();
   commits_.reset();
@@ -142,41 +142,40 @@ void Queue::Run(std::promise<absl::Status>* started) {
   setup_.stats->thread_id.store(0, std::memory_order_relaxed);
 }
 
-void Queue::CloseRingAndAwaitCancel() {
-  uint32_t pending = setup_.depth - aborted_ - held_;
-  if (pending == 0) return;
-  // The kernel signals this for every completion it posts, ring fd closed or not.
-  UniqueFd posted(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!posted.valid() || io_uring_register_eventfd(ring_->get(), posted.get()) < 0) return;
+void Queue::AwaitLastDispatch() {
+  // See QueueSetup::cancel_races_dispatch: the ring is released (and its pending fetches
+  // cancelled) only once the kernel stopped handing this queue requests. Each one it hands over
+  // meanwhile arrives as task work, which runs in this thread while it waits, and is held for the
+  // next server. The wait ends when every fetch came back (nothing is left to cancel; the kernel
+  // finds the dead server when one of those requests times out, see Device), or when none came
+  // for kQuietMs: the submitters are waiting for the requests this queue holds.
+  constexpr int64_t kQuietMs = 500;
+  constexpr uint64_t kLongestWaitNs = 10'000'000'000;
+  const uint64_t deadline_ns = MonotonicNs() + kLongestWaitNs;
   io_uring* ring = ring_->get();
-  ring_->CloseFd();
-  // A request dispatched meanwhile arrives as task work, which wakes this thread from the poll
-  // below and runs before it returns; the cancel then finds that tag's fetch completed.
-  constexpr int kCancelWaitMs = 10'000;
-  const uint64_t deadline_ns = MonotonicNs() + uint64_t{kCancelWaitMs} * 1'000'000;
-  while (true) {
+  while (setup_.depth > aborted_ + held_) {
+    __kernel_timespec quiet{.tv_sec = 0, .tv_nsec = kQuietMs * 1'000'000};
+    io_uring_cqe* first = nullptr;
+    const int rc = io_uring_wait_cqe_timeout(ring, &first, &quiet);
+    if (rc == -ETIME) return;
+    if (rc < 0 && rc != -EINTR) break;
     unsigned head;
     unsigned seen = 0;
     io_uring_cqe* cqe;
     io_uring_for_each_cqe(ring, head, cqe) {
       ++seen;
-      if (KindOf(cqe->user_data) == CqeKind::kUblkCmd && pending > 0) --pending;
+      if (KindOf(cqe->user_data) == CqeKind::kUblkCmd) {
+        OnUblkCompletion(TagOf(cqe->user_data), cqe->res);  // held: the stop is under way
+      }
     }
     io_uring_cq_advance(ring, seen);
-    if (pending == 0) return;
-    const uint64_t now_ns = MonotonicNs();
-    if (now_ns >= deadline_ns) break;
-    pollfd wait{posted.get(), POLLIN, 0};
-    const int left_ms = static_cast<int>((deadline_ns - now_ns) / 1'000'000) + 1;
-    if (::poll(&wait, 1, left_ms) > 0) {
-      uint64_t count;
-      [[maybe_unused]] ssize_t n = ::read(posted.get(), &count, sizeof(count));
-    }
+    if (MonotonicNs() >= deadline_ns) break;
   }
-  if (loop_status_.ok()) {
-    loop_status_ = absl::DeadlineExceededError(absl::StrCat("queue ", id(), ": ", pending,
-                                                            " fetches not cancelled ",
-                                                            kCancelWaitMs, " ms after close"));
+  if (setup_.depth > aborted_ + held_ && loop_status_.ok()) {
+    loop_status_ = absl::DeadlineExceededError(
+        absl::StrCat("queue ", id(), ": requests still arriving ", kLongestWaitNs / 1'000'000'000,
+                     " s after the stop began; ", setup_.depth - aborted_ - held_,
+                     " fetches cancelled while they may be handed one"));
   }
 }
 

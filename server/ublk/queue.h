@@ -42,8 +42,8 @@ struct QueueSetup {
   // turn instead of a FETCH_REQ / COMMIT_AND_FETCH_REQ per tag (needs the ioctl encoding).
   bool batch_io = false;
   // Kernels before 6.15 may cancel a fetch while the work that hands it a request is still pending,
-  // and then oops (io_ring_exit_work: a request freed twice). On those the thread closes its ring
-  // itself and stays awake, running that work, until the kernel cancelled every fetch.
+  // and then oops (io_ring_exit_work: a request freed twice). On those a stopping thread keeps its
+  // ring, running that work, until the kernel stopped handing it requests (AwaitLastDispatch).
   bool cancel_races_dispatch = false;
 };
 
@@ -111,7 +111,7 @@ class Queue {
   bool TurnLocal();
   char* BufferOf(uint16_t tag) const;
   // See QueueSetup::cancel_races_dispatch.
-  void CloseRingAndAwaitCancel();
+  void AwaitLastDispatch();
   // FETCH_REQ or COMMIT_AND_FETCH_REQ for `tag` (copy mode: with its buffer).
   void PrepFetch(io_uring_sqe* sqe, uint16_t tag, uint32_t op, int32_t result);
 

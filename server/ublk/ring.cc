@@ -42,17 +42,6 @@ absl::StatusOr<std::unique_ptr<Ring>> Ring::Create(unsigned entries, bool big_en
                                                big_entries ? ", SQE128|CQE32" : "", ")"));
 }
 
-void Ring::CloseFd() {
-  if (ring_.ring_fd < 0) return;
-  // The registered fd holds the ring open too.
-  if (fd_registered_) io_uring_unregister_ring_fd(&ring_);
-  fd_registered_ = false;
-  ::close(ring_.ring_fd);
-  ring_.ring_fd = -1;
-  ring_.enter_ring_fd = -1;
-}
-
-// After CloseFd this only unmaps (its close of fd -1 fails harmlessly).
 Ring::~Ring() { io_uring_queue_exit(&ring_); }
 
 }  // namespace blk::server

@@ -40,7 +40,7 @@ inline constexpr uint32_t ExtraOf(uint64_t user_data) { return static_cast<uint3
 // where the kernel accepts them, plain otherwise. `big_entries`: 128-byte SQEs and 32-byte CQEs
 // (IORING_SETUP_SQE128 | CQE32), which NVMe passthrough needs; ublk commands work on either.
 // `wake_for_task_work`: neither DEFER_TASKRUN nor COOP_TASKRUN, so that the kernel wakes the thread
-// to run the ring's task work wherever it sleeps, even after CloseFd.
+// to run the ring's task work wherever it sleeps.
 class Ring {
  public:
   static absl::StatusOr<std::unique_ptr<Ring>> Create(unsigned entries, bool big_entries = false,
@@ -54,11 +54,8 @@ class Ring {
   // Lets the calling thread enter the ring by a registered index instead of its fd (no fd lookup
   // per io_uring_enter). Per thread: call it on the one thread that submits and waits. Kernels
   // before 5.18 refuse it; the ring then works by its fd as before.
-  void RegisterFdForThisThread() { fd_registered_ = io_uring_register_ring_fd(&ring_) == 1; }
+  void RegisterFdForThisThread() { io_uring_register_ring_fd(&ring_); }
   unsigned setup_flags() const { return setup_flags_; }
-  // Closes the ring's fd but keeps its memory mapped, so completions the kernel posts while it
-  // tears the ring down can still be read. Nothing can be submitted any more.
-  void CloseFd();
 
   // A free SQE; when the submission queue is full, submits what is queued first. nullptr only if
   // even that fails.
@@ -73,7 +70,6 @@ class Ring {
   Ring() = default;
   io_uring ring_{};
   unsigned setup_flags_ = 0;
-  bool fd_registered_ = false;
 };
 
 }  // namespace blk::server

@@ -12,10 +12,7 @@ namespace blk::server {
 
 inline constexpr uint32_t kMaxRqAffinity = 2;
 
-// "/sys/block/ublkbN/queue", the directory that holds rq_affinity.
-std::string UblkQueueSysfsDir(uint32_t dev_id);
-
-// Writes `value` (0..2, else InvalidArgument) to <queue_dir>/rq_affinity.
+// Writes `value` (0..2, else InvalidArgument) to <queue_dir>/rq_affinity (see queue_sysfs.h).
 absl::Status WriteRqAffinity(const std::string& queue_dir, uint32_t value);
 absl::StatusOr<uint32_t> ReadRqAffinity(const std::string& queue_dir);
 

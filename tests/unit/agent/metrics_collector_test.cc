@@ -29,7 +29,7 @@ class StatsDevice final : public VolumeDevice {
   int id() const override { return id_; }
   std::string block_path() const override { return "/dev/ublkb" + std::to_string(id_); }
   absl::Status Stop(bool) override { return absl::OkStatus(); }
-  void Detach() override {}
+  absl::Status Detach() override { return absl::OkStatus(); }
   absl::StatusOr<v1::VolumeStats> Stats(const std::string& volume_id) const override {
     std::lock_guard lock(stats_.mutex);
     auto it = stats_.by_volume.find(volume_id);

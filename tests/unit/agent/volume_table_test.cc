@@ -61,7 +61,7 @@ class FakeDevice final : public VolumeDevice {
     return absl::OkStatus();
   }
   absl::Status Stop(bool force) override;
-  void Detach() override;
+  absl::Status Detach() override;
 
  private:
   void WaitAtGate() {
@@ -168,10 +168,11 @@ absl::Status FakeDevice::Stop(bool force) {
   return absl::OkStatus();
 }
 
-void FakeDevice::Detach() {
+absl::Status FakeDevice::Detach() {
   WaitAtGate();
   std::lock_guard lock(provisioner_.mutex);
   provisioner_.kernel[id_] = KernelDeviceState::kQuiesced;
+  return absl::OkStatus();
 }
 
 class VolumeTableTest : public ::testing::Test {

@@ -49,9 +49,5 @@ TEST_F(RqAffinityTest, AMissingDeviceIsNotFoundNamingThePath) {
   EXPECT_THAT(read.status().message(), HasSubstr(gone + "/rq_affinity"));
 }
 
-TEST(UblkQueueSysfsDir, NamesTheBlockDevicesQueue) {
-  EXPECT_EQ(UblkQueueSysfsDir(7), "/sys/block/ublkb7/queue");
-}
-
 }  // namespace
 }  // namespace blk::server

@@ -158,7 +158,13 @@ void Queue::AwaitLastDispatch() {
     io_uring_cqe* first = nullptr;
     const int rc = io_uring_wait_cqe_timeout(ring, &first, &quiet);
     if (rc == -ETIME) return;
-    if (rc < 0 && rc != -EINTR) break;
+    if (rc < 0 && rc != -EINTR) {
+      if (loop_status_.ok()) {
+        loop_status_ = absl::ErrnoToStatus(
+            -rc, absl::StrCat("queue ", id(), ": waiting for the last requests of the stop"));
+      }
+      return;
+    }
     unsigned head;
     unsigned seen = 0;
     io_uring_cqe* cqe;

@@ -209,7 +209,12 @@ absl::Status Device::StartNew(uint32_t max_io_bytes) {
   if (started.ok()) started = control_->StartDev(dev_id_, ::getpid());
   if (started.ok()) started_ = true;
   if (started.ok()) started = LimitRequestTimeout();
+  if (started.ok()) started = DropIoScheduler();
   return started;
+}
+
+absl::Status Device::DropIoScheduler() const {
+  return WriteQueueAttribute(UblkQueueSysfsDir(dev_id_), "scheduler", "none");
 }
 
 absl::Status Device::LimitRequestTimeout() const {

@@ -118,6 +118,11 @@ class Device {
   // store to a queue attribute freezes the queue, which waits for every request the device holds.
   // (A device an earlier agent created keeps the default.)
   absl::Status LimitRequestTimeout() const;
+  // The disk's I/O scheduler to "none": the kernel gives a single-queue disk mq-deadline, which
+  // runs every request that was not plugged through a kblockd worker, one more thread to wake per
+  // request on its way to the queue thread; the backend (an NVMe device, a remote server, a
+  // file's own disk) orders and merges I/O itself. Set at creation, like the request timeout.
+  absl::Status DropIoScheduler() const;
   // Asks every queue thread to end and waits for them, queue 0 last; the first queue's reason to
   // have ended early, if any (Queue::loop_status).
   absl::Status EndQueues() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

@@ -16,16 +16,22 @@ std::string UblkQueueSysfsDir(uint32_t dev_id) {
   return absl::StrCat("/sys/block/ublkb", dev_id, "/queue");
 }
 
-absl::Status WriteQueueAttribute(const std::string& queue_dir, const char* name, uint32_t value) {
+absl::Status WriteQueueAttribute(const std::string& queue_dir, const char* name,
+                                 std::string_view value) {
   const std::string path = absl::StrCat(queue_dir, "/", name);
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
   if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
-  const std::string text = absl::StrCat(value, "\n");
+  std::string text(value);
+  text += '\n';
   // sysfs takes a store in one write; a short write did not happen.
   if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
     return absl::ErrnoToStatus(errno, absl::StrCat("write ", path));
   }
   return absl::OkStatus();
+}
+
+absl::Status WriteQueueAttribute(const std::string& queue_dir, const char* name, uint32_t value) {
+  return WriteQueueAttribute(queue_dir, name, absl::StrCat(value));
 }
 
 absl::StatusOr<uint32_t> ReadQueueAttribute(const std::string& queue_dir, const char* name) {

@@ -24,6 +24,9 @@ curl -fsS "http://127.0.0.1:9477/metrics" | grep '^blk_volume_info{' | grep 'vol
 # only by the requests' timeout: the agent shortens it there, and leaves other kernels' default.
 if (((features >> 12) & 1)); then expected_timeout_ms=30000; else expected_timeout_ms=2000; fi
 expect_eq "vnull io_timeout (ms)" "$expected_timeout_ms" "$(cat "$(sysfs_of "$dev")/queue/io_timeout")"
+# One queue: the kernel would give the disk mq-deadline (a kblockd hop per request); the agent
+# sets none.
+expect_eq "vnull I/O scheduler" none "$(grep -o '\[[^]]*\]' "$(sysfs_of "$dev")/queue/scheduler" | tr -d '[]')"
 expect_eq "vnull sectors" $((256 * 1024 * 1024 / 512)) "$(cat "$(sysfs_of "$dev")/size")"
 expect_eq "vnull logical block size" 512 "$(cat "$(sysfs_of "$dev")/queue/logical_block_size")"
 expect_eq "vnull reads zeroes" 0 "$(head -c 1M "$dev" | tr -d '\0' | wc -c)"

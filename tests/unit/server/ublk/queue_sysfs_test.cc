@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -30,6 +31,14 @@ TEST_F(QueueSysfsTest, WritesANumberAndReadsItBack) {
   absl::StatusOr<uint32_t> read = ReadQueueAttribute(dir_, "io_timeout");
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(*read, 2000u);
+}
+
+TEST_F(QueueSysfsTest, WritesAWordAsOneLine) {
+  std::ofstream(dir_ + "/scheduler") << "[mq-deadline] none\n";
+  ASSERT_TRUE(WriteQueueAttribute(dir_, "scheduler", "none").ok());
+  std::string line;
+  std::getline(std::ifstream(dir_ + "/scheduler"), line);
+  EXPECT_EQ(line, "none");
 }
 
 TEST_F(QueueSysfsTest, AFileWithoutANumberIsDataLossNamingIt) {

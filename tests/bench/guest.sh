@@ -18,8 +18,10 @@
 #         block device in zero copy (`kublk add -t loop -q 2 --auto_zc`, and
 #         -b). fio: iops with 2 jobs, lat, seq over the first 512 MiB.
 #   nbd   one nbdkit memory export on loopback TCP through the kernel's NBD
-#         client (nbd-client, one connection), through an NBD volume (one
-#         queue, one connection; and the same with --batch-io off) and
+#         client (nbd-client, one connection; with the kernel's mq-deadline
+#         and with scheduler none), through an NBD volume (one queue, one
+#         connection; the same with --batch-io off, and with its scheduler put
+#         back to mq-deadline) and
 #         straight from fio's libnbd engine (a user-space client with no
 #         block layer). fio: iops (1 job), lat, seq over the first 256 MiB.
 # Writes $BLK_VM_OUT/groups/GROUP.json, one per group. No threshold.
@@ -229,7 +231,7 @@ main() {
 
   group_nbd() {
     [[ -n "${BLK_BENCH_MODBASE:-}" ]] || fail "BLK_BENCH_MODBASE is not set (run tests/bench/run.sh)"
-    modprobe -d "$BLK_BENCH_MODBASE" nbd nbds_max=1 || fail "modprobe nbd failed"
+    modprobe -d "$BLK_BENCH_MODBASE" nbd nbds_max=2 || fail "modprobe nbd failed"
     nbdkit -f -i 127.0.0.1 -p 10809 memory 1G >>"$LOG_DIR/nbdkit.log" 2>&1 &
     local nbdkit_pid=$! ours
     on_exit kill "$nbdkit_pid"
@@ -243,27 +245,48 @@ main() {
     wait_for "/dev/nbd0 to have a size" 30 test "$(cat /sys/block/nbd0/size)" -gt 0
     dd if=/dev/urandom of=/dev/nbd0 bs=1M count=256 oflag=direct status=none ||
       fail "could not fill the export"
+    # The kernel gives a disk of one queue mq-deadline, which runs most requests through a
+    # kblockd worker; the agent sets its volumes' scheduler to none. The kernel client both ways.
+    nbd-client -N bench 127.0.0.1 10809 /dev/nbd1 -b 4096 >>"$LOG_DIR/nbd-client.log" 2>&1 ||
+      fail "nbd-client could not connect /dev/nbd1"
+    on_exit nbd-client -d /dev/nbd1
+    wait_for "/dev/nbd1 to have a size" 30 test "$(cat /sys/block/nbd1/size)" -gt 0
+    echo none >/sys/block/nbd1/queue/scheduler
     # With statistics on: the lat runs read how long each read spent in the server.
     start_agent --log-level warn --metrics-address 127.0.0.1:9481
     ctl create-volume bench-nbd --size 1G --backend nbd://127.0.0.1:10809/bench >/dev/null
     ours="$(volume_device bench-nbd)"
-    local ours_mode classic
+    local ours_mode classic deadline
     ours_mode="$(ctl get-volume bench-nbd -o json | jq -r .volume.status.ioMode)"
     # The same volume with classic commands: whether batch helps a backend that completes later.
     start_extra_agent nbd-classic --metrics-address off --batch-io off
     extra_ctl nbd-classic create-volume bench-nbd-classic --size 1G \
       --backend nbd://127.0.0.1:10809/bench >/dev/null
     classic="$(extra_device nbd-classic bench-nbd-classic)"
+    # And one volume put back to the kernel's default, to show what the agent's none saves.
+    ctl create-volume bench-nbd-deadline --size 1G --backend nbd://127.0.0.1:10809/bench >/dev/null
+    deadline="$(volume_device bench-nbd-deadline)"
+    echo mq-deadline >"/sys/block/${deadline#/dev/}/queue/scheduler"
+    local disk
+    for disk in nbd0 nbd1 "${ours#/dev/}" "${classic#/dev/}" "${deadline#/dev/}"; do
+      echo "$disk: scheduler $(cat "/sys/block/$disk/queue/scheduler")"
+    done
+    grep -q '\[none\]' "/sys/block/${ours#/dev/}/queue/scheduler" || fail "bench-nbd's scheduler is not none"
     bench_group nbd "one nbdkit memory export on loopback TCP, first 256 MiB" "iops lat seq" "--numjobs=1" \
-      "kernel|kernel NBD client /dev/nbd0 (1 connection)|/dev/nbd0|--size=256M" \
-      "ours|NBD volume, 1 queue, 1 connection|$ours|--size=256M|http://127.0.0.1:9481/metrics bench-nbd" \
+      "kernel|kernel NBD client /dev/nbd0 (1 connection; mq-deadline, the kernel's default)|/dev/nbd0|--size=256M" \
+      "kernel_none|kernel NBD client /dev/nbd1 (1 connection), scheduler none|/dev/nbd1|--size=256M" \
+      "ours|NBD volume, 1 queue, 1 connection (scheduler none, the agent's)|$ours|--size=256M|http://127.0.0.1:9481/metrics bench-nbd" \
+      "deadline|NBD volume, scheduler put back to mq-deadline|$deadline|--size=256M" \
       "classic|NBD volume, --batch-io off (classic)|$classic|--size=256M" \
       "libnbd|fio's libnbd engine (1 connection)|nbd|--ioengine=nbd --uri=nbd://127.0.0.1:10809/bench --direct=0 --size=256M"
     bench_ratio nbd "NBD volume / kernel NBD client" ours kernel
+    bench_ratio nbd "NBD volume / kernel NBD client, both scheduler none" ours kernel_none
     bench_ratio nbd "NBD volume / fio libnbd" ours libnbd
     bench_ratio nbd "io mode $ours_mode / classic (NBD volume)" ours classic
+    bench_ratio nbd "scheduler none / mq-deadline (NBD volume)" ours deadline
     extra_ctl nbd-classic delete-volume bench-nbd-classic >/dev/null
     stop_extra_agent nbd-classic
+    ctl delete-volume bench-nbd-deadline >/dev/null
     ctl delete-volume bench-nbd >/dev/null
     stop_agent >/dev/null
   }

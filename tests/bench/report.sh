@@ -40,6 +40,9 @@ main() {
   jq -r --argjson cpus "${BLK_BENCH_VM_CPUS:-2}" '
     def x: if . == null then "-" else "\(. * 100 | round / 100)x" end;
     def n: if . == null then "-" else tostring end;
+    def cpu_row: . as $c
+      | [to_entries[] | select(.key != "idle" and .key != "rest")] | sort_by(-.value)
+      | map("\(.key) \(.value)") + ["idle \($c.idle // 0)", "rest \($c.rest // 0)"] | join(", ");
     "Measured \(.date), \(.vm); medians of \(.kernels[0].rounds) rounds (each starting one device later) of" +
     " \(.kernels[0].runtime_seconds) s per fio run (io_uring, O_DIRECT). Emulated: only" +
     " ratios within one boot mean something.\n",
@@ -71,6 +74,16 @@ main() {
         (.devices[] | if .unavailable then "| \(.name) | - | - | - | - |" else
           "| \(.name) | \(.median.iops | n) | \(.median.lat_p50_us | n) | \(.median.lat_p99_us | n) | \(.median.seq_mbps | n) |" end),
         "",
+        (select(any(.devices[]; (.median.cpu_per_read_us // {}) | length > 0)) |
+          "Where the CPU goes at QD32 (us per 4k read, medians): each thread'"'"'s CPU time over the" +
+          " run / the reads in it (IOPS x the run'"'"'s length, fio'"'"'s start included), by thread" +
+          " name with digits as N; idle: the CPUs'"'"' idle time; rest: what no thread alive at the" +
+          " end accounts for (fio'"'"'s own, threads that ended).\n",
+          "| device | CPU per read, by thread (us) |",
+          "|---|---|",
+          (.devices[] | select(.unavailable | not) | select((.median.cpu_per_read_us // {}) | length > 0)
+            | "| \(.name) | \(.median.cpu_per_read_us | cpu_row) |"),
+          ""),
         (select(any(.devices[]; .median.server_lat_mean_us != null)) |
           "Where the time of a QD1 read goes (means, us): in the server = from the queue receiving" +
           " the request to committing its result (the agent latency histogram); the rest is" +

@@ -37,11 +37,11 @@ main() {
     jq -s --arg date "$(date -u +%F)" --arg cpus "${BLK_BENCH_VM_CPUS:-2}" \
       '{ date: $date, vm: "QEMU TCG, \($cpus) vCPUs", kernels: . }' >"$out/bench.json"
 
-  jq -r --argjson cpus "${BLK_BENCH_VM_CPUS:-2}" '
+  jq -r '
     def x: if . == null then "-" else "\(. * 100 | round / 100)x" end;
     def n: if . == null then "-" else tostring end;
     def cpu_row: . as $c
-      | [to_entries[] | select(.key != "idle" and .key != "rest")] | sort_by(-.value)
+      | [to_entries[] | select(.key != "idle" and .key != "rest" and .value > 0)] | sort_by(-.value)
       | map("\(.key) \(.value)") + ["idle \($c.idle // 0)", "rest \($c.rest // 0)"] | join(", ");
     "Measured \(.date), \(.vm); medians of \(.kernels[0].rounds) rounds (each starting one device later) of" +
     " \(.kernels[0].runtime_seconds) s per fio run (io_uring, O_DIRECT). Emulated: only" +
@@ -52,21 +52,6 @@ main() {
       "|---|---|---|---|---|",
       (.groups[].ratios[] | "| \(.label) | \(.iops | x) | \(.lat_p50 | x) | \(.lat_p99 | x) | \(.seq | x) |"),
       "",
-      # The NVMe gap in CPU time per read: all vCPUs are busy at QD32, so a device costs
-      # vCPUs / IOPS of CPU per read. Raw passthrough plus the ublk round trip of a null volume
-      # (whose server does nothing) is what an NVMe volume should cost; the rest is unexplained.
-      (. as $k
-      | def cpu_us($group; $key): [$k.groups[] | select(.group == $group) | .devices[]
-          | select(.key == $key) | .median.iops][0]
-          | if . == null or . == 0 then null else $cpus * 1e6 / . * 10 | round / 10 end;
-      cpu_us("nvme"; "raw") as $raw | cpu_us("null"; "ours") as $hop
-      | cpu_us("nvme"; "zc") as $zc | cpu_us("nvme"; "copy") as $copy
-      | select($raw != null and $hop != null and ($zc != null or $copy != null))
-      | "NVMe volume, CPU time per 4k read at QD32 (\($cpus) vCPUs / IOPS, us): raw passthrough" +
-        " \($raw) + the ublk round trip of the null volume \($hop) = \(($raw + $hop) * 10 | round / 10)" +
-        " expected;" + ([["zero copy", $zc], ["copy", $copy]] | map(select(.[1] != null)
-          | " \(.[0]) \(.[1]) (\((.[1] - $raw - $hop) * 10 | round / 10) unexplained)") | join(",")) +
-        ".\n"),
       (.groups[] |
         "#### \(.title)\(if .iops_fio_args == "" then "" else " (QD32 runs: \(.iops_fio_args))" end)\n",
         "| device | 4k randread QD32 IOPS | QD1 p50 us | QD1 p99 us | 128k read MB/s |",

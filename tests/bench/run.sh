@@ -8,10 +8,11 @@
 #         without (--metrics-address off), and batch I/O commands (UBLK_F_BATCH_IO
 #         where offered) vs classic (--batch-io off)
 #   nvme  an NVMe volume (copy, zero copy) vs raw passthrough and the block device
-#   nbd   an NBD volume (batch and classic) vs the kernel's NBD client and vs fio's libnbd engine
-#         on the same nbdkit export
+#   nbd   an NBD volume (batch, classic, and put back to mq-deadline) vs the kernel's NBD client
+#         (mq-deadline and none) and vs fio's libnbd engine on the same nbdkit export
 # `all` (the default) is all three. Every device gets fio 4k randread QD32
-# IOPS, QD1 latency p50/p99 and 128k sequential read MB/s.
+# IOPS (with where the CPU went, by thread), QD1 latency p50/p99 and 128k
+# sequential read MB/s.
 # kublk is built by tests/bench/fetch-kublk.sh (cached; without it the null
 # group reports kublk as not available). Results in
 # ${BLK_BENCH_OUT:-BUILD_DIR/bench-results}: bench.json and bench.md (printed

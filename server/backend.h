@@ -70,6 +70,9 @@ class Backend {
   virtual void Submit(uint16_t tag, const BlockIo& io) = 0;
   // A CQE whose user_data says kBackend for `tag`.
   virtual void OnCompletion(uint16_t tag, const io_uring_cqe& cqe) = 0;
+  // Once per loop turn, after the turn's Submit and OnCompletion calls and before its SQEs are
+  // submitted: a backend that gathers the turn's work (NBD sends) hands it over here.
+  virtual void EndOfTurn() {}
 };
 
 // What the device is backed by, opened once per device; hands out one Backend per queue.

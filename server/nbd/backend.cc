@@ -127,8 +127,9 @@ void Backend::Start(uint32_t slot, const BlockIo& io) {
                   (io.op == abi::kIoOpWrite || io.op == abi::kIoOpWriteZeroes);
   NextRequest(slot);
   Enqueue(slot);
-  Kick();
 }
+
+void Backend::EndOfTurn() { Kick(); }
 
 bool Backend::NextRequest(uint32_t slot) {
   TagState& s = tags_[slot];
@@ -211,10 +212,22 @@ void Backend::Finish(uint32_t slot, int32_t result) {
 }
 
 void Backend::Kick() {
-  if (state_ != ConnState::kConnected || server_shutting_down_ || send_in_flight_ ||
-      send_count_ == 0) {
-    return;
+  while (state_ == ConnState::kConnected && !server_shutting_down_ && !send_in_flight_ &&
+         send_count_ > 0) {
+    if (!GatherSends()) return;
+    // Straight from this thread, without waiting: a send the socket takes whole costs one system
+    // call and no completion (an io_uring SENDMSG would complete at once and end the next wait
+    // before anything else arrived).
+    const ssize_t sent = ::sendmsg(socket_.get(), &msg_, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      Drop();
+      return;
+    }
+    if (!ConsumeSent(sent > 0 ? static_cast<size_t>(sent) : 0)) SendRest();
   }
+}
+
+bool Backend::GatherSends() {
   size_t n = 0;
   while (send_count_ > 0 && n + 2 <= iov_.size()) {
     const uint32_t slot = send_queue_[send_head_];
@@ -230,12 +243,34 @@ void Backend::Kick() {
     }
     s.phase = Phase::kSent;
   }
-  if (n == 0) return;
   msg_ = msghdr{};
   msg_.msg_iov = iov_.data();
   msg_.msg_iovlen = n;
+  return n > 0;
+}
+
+bool Backend::ConsumeSent(size_t sent) {
+  while (sent > 0 && msg_.msg_iovlen > 0) {
+    iovec& first = msg_.msg_iov[0];
+    if (sent >= first.iov_len) {
+      sent -= first.iov_len;
+      ++msg_.msg_iov;
+      --msg_.msg_iovlen;
+    } else {
+      first.iov_base = static_cast<char*>(first.iov_base) + sent;
+      first.iov_len -= sent;
+      sent = 0;
+    }
+  }
+  return msg_.msg_iovlen == 0;
+}
+
+void Backend::SendRest() {
+  // The socket was full a moment ago: the SENDMSG waits until it has room (poll first). Nothing
+  // else is sent until it completed, which keeps the byte stream in order.
   io_uring_sqe* sqe = ring_->GetSqe();
   io_uring_prep_sendmsg(sqe, socket_.get(), &msg_, MSG_NOSIGNAL);
+  sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
   sqe->user_data = ConnectionUserData(kSend, generation_);
   send_in_flight_ = true;
 }
@@ -261,6 +296,10 @@ void Backend::ArmRecv() {
       want = std::min(want, payload.length + header);
     }
     io_uring_prep_recv(sqe, socket_.get(), recv_buffer_.data(), want, 0);
+    // Most receives are armed right after the last one emptied the socket and the turn's
+    // requests went out: no reply can be there yet, so wait for one rather than try first. A reply
+    // usually follows right behind a large payload, though.
+    if (!after_large_read_) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
   }
   sqe->user_data = ConnectionUserData(kRecv, generation_);
   recv_in_flight_ = true;
@@ -349,7 +388,6 @@ void Backend::OnRecv(int32_t res) {
     return;
   }
   ArmRecv();
-  Kick();
 }
 
 void Backend::OnSend(int32_t res) {
@@ -362,28 +400,9 @@ void Backend::OnSend(int32_t res) {
     Drop();
     return;
   }
-  // A short send: continue from where it stopped, with the same iovecs.
-  size_t sent = res > 0 ? static_cast<size_t>(res) : 0;
-  while (sent > 0 && msg_.msg_iovlen > 0) {
-    iovec& first = msg_.msg_iov[0];
-    if (sent >= first.iov_len) {
-      sent -= first.iov_len;
-      ++msg_.msg_iov;
-      --msg_.msg_iovlen;
-    } else {
-      first.iov_base = static_cast<char*>(first.iov_base) + sent;
-      first.iov_len -= sent;
-      sent = 0;
-    }
-  }
-  if (msg_.msg_iovlen > 0) {
-    io_uring_sqe* sqe = ring_->GetSqe();
-    io_uring_prep_sendmsg(sqe, socket_.get(), &msg_, MSG_NOSIGNAL);
-    sqe->user_data = ConnectionUserData(kSend, generation_);
-    send_in_flight_ = true;
-    return;
-  }
-  Kick();
+  // A short send: continue from where it stopped, with the same iovecs. Once all went, the end
+  // of the turn sends what queued up meanwhile.
+  if (!ConsumeSent(res > 0 ? static_cast<size_t>(res) : 0)) SendRest();
 }
 
 ReplyTarget* Backend::Find(uint64_t cookie) {
@@ -474,7 +493,6 @@ void Backend::OnReconnected() {
     Enqueue(slot);
   }
   ArmRecv();
-  Kick();
 }
 
 void Backend::OnTimer(uint32_t outage) {

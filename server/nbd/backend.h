@@ -1,7 +1,9 @@
 // NBD client on a queue's own io_uring, for that queue, or for all the queues of the volume when
 // they share its connection (shared_connection.h). Requests are pipelined up to the depth:
-// each tag's NBD request (28-byte header, plus the payload for writes) goes into a batch sent with
-// one SENDMSG at a time (one send in flight keeps the byte stream ordered); one RECV at a time
+// each tag's NBD request (28-byte header, plus the payload for writes) is queued, and at the end of
+// the loop turn (EndOfTurn) the queue goes out in one sendmsg from the queue thread, without
+// waiting; what the socket does not take then goes by an io_uring SENDMSG, and nothing more is sent
+// until that completed (the byte stream stays in order). One RECV at a time
 // fills a receive buffer that the incremental reply parser consumes, copying read data into the
 // tags' buffers, except when the parser is inside a large read payload: then the RECV takes that
 // payload straight into the tag's buffer (no copy; ArmRecv). A finished tag is completed at once
@@ -55,6 +57,7 @@ class Backend final : public server::Backend, private ReplyTargets {
   absl::Status Attach(Ring& ring, int first_file, Completer completer) override;
   void Submit(uint16_t tag, const BlockIo& io) override;
   void OnCompletion(uint16_t tag, const io_uring_cqe& cqe) override;
+  void EndOfTurn() override;
 
   // Connection-level CQEs carry this tag (never a real one: ublk depths are at most 4096).
   static constexpr uint16_t kConnectionTag = 0xFFFF;
@@ -103,6 +106,11 @@ class Backend final : public server::Backend, private ReplyTargets {
   void Enqueue(uint32_t slot);
   void Finish(uint32_t slot, int32_t result);
   void Kick();
+  // Puts queued requests into msg_ (as many as iov_ holds); false when none was left.
+  bool GatherSends();
+  // Advances msg_ past `sent` bytes; true when nothing of it is left.
+  bool ConsumeSent(size_t sent);
+  void SendRest();
   void ArmRecv();
   void ArmReconnectPoll();
   void ArmTimer();

@@ -393,6 +393,7 @@ void Queue::Loop() {
       }
     }
     io_uring_cq_advance(ring, seen);
+    setup_.backend->EndOfTurn();
     if (commits_ != nullptr) CommitTurn();
     if (setup_.count_io && in_backend_ != published_inflight_) {
       published_inflight_ = in_backend_;

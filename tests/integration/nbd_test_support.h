@@ -209,8 +209,9 @@ class NbdKit {
 // A result Driver::Run reports for a request that did not complete before its deadline.
 inline constexpr int32_t kNotCompleted = std::numeric_limits<int32_t>::min();
 
-// Does what the queue thread does for the backend: submits I/Os per tag, feeds it the CQEs and
-// takes the results it completes (through the Completer, or as kResult CQEs on the ring).
+// Does what the queue thread does for the backend: submits I/Os per tag, feeds it the CQEs, ends
+// each turn, and takes the results it completes (through the Completer, or as kResult CQEs on the
+// ring).
 class Driver {
  public:
   static constexpr uint32_t kMaxIoBytes = 1024 * 1024;
@@ -233,6 +234,7 @@ class Driver {
       ios[tag].buffer = Buffer(static_cast<uint16_t>(tag));
       backend_->Submit(static_cast<uint16_t>(tag), ios[tag]);
     }
+    backend_->EndOfTurn();
     const auto deadline = Clock::now() + limit;
     while (pending_ > 0 && Clock::now() < deadline) {
       Pump(std::chrono::milliseconds(100));
@@ -267,6 +269,7 @@ class Driver {
       }
     }
     io_uring_cq_advance(ring_->get(), seen);
+    backend_->EndOfTurn();
   }
 
   std::function<void(uint16_t, int32_t)> on_result;

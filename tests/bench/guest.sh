@@ -238,19 +238,21 @@ main() {
     # shellcheck disable=SC2317 # called through wait_for
     tcp_open() { (exec 3<>/dev/tcp/127.0.0.1/10809) 2>/dev/null; }
     wait_for "nbdkit on 127.0.0.1:10809" 30 tcp_open
-    # The same bytes for both readers: written once through the kernel client.
-    nbd-client -N bench 127.0.0.1 10809 /dev/nbd0 -b 4096 >>"$LOG_DIR/nbd-client.log" 2>&1 ||
-      fail "nbd-client could not connect /dev/nbd0"
-    on_exit nbd-client -d /dev/nbd0
-    wait_for "/dev/nbd0 to have a size" 30 test "$(cat /sys/block/nbd0/size)" -gt 0
+    # shellcheck disable=SC2317 # called through wait_for
+    has_size() { (($(cat "/sys/block/$1/size") > 0)); }
+    connect_kernel_client() {
+      nbd-client -N bench 127.0.0.1 10809 "/dev/$1" -b 4096 >>"$LOG_DIR/nbd-client.log" 2>&1 ||
+        fail "nbd-client could not connect /dev/$1"
+      on_exit nbd-client -d "/dev/$1"
+      wait_for "/dev/$1 to have a size" 30 has_size "$1"
+    }
+    connect_kernel_client nbd0
+    # The same bytes for every reader: written once through the kernel client.
     dd if=/dev/urandom of=/dev/nbd0 bs=1M count=256 oflag=direct status=none ||
       fail "could not fill the export"
     # The kernel gives a disk of one queue mq-deadline, which runs most requests through a
     # kblockd worker; the agent sets its volumes' scheduler to none. The kernel client both ways.
-    nbd-client -N bench 127.0.0.1 10809 /dev/nbd1 -b 4096 >>"$LOG_DIR/nbd-client.log" 2>&1 ||
-      fail "nbd-client could not connect /dev/nbd1"
-    on_exit nbd-client -d /dev/nbd1
-    wait_for "/dev/nbd1 to have a size" 30 test "$(cat /sys/block/nbd1/size)" -gt 0
+    connect_kernel_client nbd1
     echo none >/sys/block/nbd1/queue/scheduler
     # With statistics on: the lat runs read how long each read spent in the server.
     start_agent --log-level warn --metrics-address 127.0.0.1:9481

@@ -19,15 +19,24 @@ main() {
     runs+=("$(jq -s --arg flavour "$flavour" '
       def ratio($a; $b): if $a == null or $b == null or $b == 0 then null
         else ($a / $b * 1000 | round) / 1000 end;
+      # The lowest and highest of the rounds'"'"' own ratios (A and B ran in the same round, one
+      # after the other): how far the median ratio can be trusted.
+      def range($a; $b): if ($a | length) == 0 or ($a | length) != ($b | length) then null
+        else [range($a | length) as $i | ratio($a[$i]; $b[$i])] | map(select(. != null))
+          | if length == 0 then null else [min, max] end end;
       { flavour: $flavour, kernel: .[0].kernel, runtime_seconds: .[0].runtime_seconds,
         rounds: .[0].rounds,
         groups: sort_by({ null: 0, nvme: 1, nbd: 2 }[.group] // 9) | map(. as $g
           | .ratios |= map(. as $r
-            | ($g.devices[] | select(.key == $r.a) | .median) as $a
-            | ($g.devices[] | select(.key == $r.b) | .median) as $b
+            | ($g.devices[] | select(.key == $r.a)) as $da | ($g.devices[] | select(.key == $r.b)) as $db
+            | $da.median as $a | $db.median as $b
             | $r + { iops: ratio($a.iops; $b.iops), lat_p50: ratio($a.lat_p50_us; $b.lat_p50_us),
                      lat_p99: ratio($a.lat_p99_us; $b.lat_p99_us),
-                     seq: ratio($a.seq_mbps; $b.seq_mbps) })) }' "${groups[@]}")")
+                     seq: ratio($a.seq_mbps; $b.seq_mbps),
+                     rounds: { iops: range($da.iops; $db.iops),
+                               lat_p50: range($da.lat_p50_us; $db.lat_p50_us),
+                               lat_p99: range($da.lat_p99_us; $db.lat_p99_us),
+                               seq: range($da.seq_mbps; $db.seq_mbps) } })) }' "${groups[@]}")")
   done
   ((${#runs[@]} > 0)) || {
     echo "bench report: no results in $out/{$*}/groups" >&2
@@ -39,18 +48,24 @@ main() {
 
   jq -r '
     def x: if . == null then "-" else "\(. * 100 | round / 100)x" end;
+    def r2: . * 100 | round / 100 | tostring;
+    # The median ratio, then the range of the rounds'"'"' own ratios when they differ.
+    def xr($range): x + (if . == null or $range == null or ($range[0] | r2) == ($range[1] | r2)
+      then "" else " (\($range[0] | r2)-\($range[1] | r2))" end);
     def n: if . == null then "-" else tostring end;
     def cpu_row: . as $c
       | [to_entries[] | select(.key != "idle" and .key != "rest" and .value > 0)] | sort_by(-.value)
       | map("\(.key) \(.value)") + ["idle \($c.idle // 0)", "rest \($c.rest // 0)"] | join(", ");
     "Measured \(.date), \(.vm); medians of \(.kernels[0].rounds) rounds (each starting one device later) of" +
     " \(.kernels[0].runtime_seconds) s per fio run (io_uring, O_DIRECT). Emulated: only" +
-    " ratios within one boot mean something.\n",
+    " ratios within one boot mean something. A ratio is of the medians; in brackets, the lowest and" +
+    " highest of the rounds'"'"' own ratios (A and B measured in the same round).\n",
     (.kernels[] |
       "### kernel \(.kernel)\n",
       "| comparison (A / B) | 4k randread QD32 IOPS | QD1 p50 latency | QD1 p99 latency | 128k read MB/s |",
       "|---|---|---|---|---|",
-      (.groups[].ratios[] | "| \(.label) | \(.iops | x) | \(.lat_p50 | x) | \(.lat_p99 | x) | \(.seq | x) |"),
+      (.groups[].ratios[] | .rounds as $r
+        | "| \(.label) | \(.iops | xr($r.iops)) | \(.lat_p50 | xr($r.lat_p50)) | \(.lat_p99 | xr($r.lat_p99)) | \(.seq | xr($r.seq)) |"),
       "",
       (.groups[] |
         "#### \(.title)\(if .iops_fio_args == "" then "" else " (QD32 runs: \(.iops_fio_args))" end)\n",

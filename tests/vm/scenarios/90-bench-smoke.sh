@@ -36,7 +36,7 @@ done
 if [[ -n "${BLK_BENCH_KUBLK:-}" ]]; then
   table_has "kublk -t null -q 2" '[0-9]+' || fail "no IOPS for kublk in the table"
 fi
-table_has "null volume / null_blk" '[0-9.]+x' || fail "no ratio null volume / null_blk in the table"
+table_has "null volume / null_blk" '[0-9.]+x( [(][0-9.]+-[0-9.]+[)])?' || fail "no ratio null volume / null_blk in the table"
 # Where the CPU went: our queue threads served every read of our volume.
 table_has "ublk null volume (blkagent)" '.*blkqN-N [0-9.]+.*, idle [0-9.]+, rest [0-9.]+ [|]' ||
   fail "the CPU table has no time of the queue threads (blkqN-N) for our null volume"

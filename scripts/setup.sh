@@ -11,7 +11,7 @@ packages=(
   liburing-dev libspdlog-dev prometheus-cpp-dev libcli11-dev libgtest-dev libgmock-dev
   libbpf-dev bpftool libsystemd-dev
   # tests, demo, VM test bed
-  fio curl nbdkit nbd-client nbd-server qemu-utils jq kmod xz-utils busybox-static qemu-system-x86 iproute2 procps nvme-cli
+  fio curl nbdkit nbd-client nbd-server qemu-utils jq kmod xz-utils busybox-static qemu-system-x86 iproute2 procps nvme-cli strace
   # deploy/ tests: promtool, the dashboard and manifest checkers
   prometheus python3 python3-yaml
   # deploy/ tests: systemd-analyze verify and security of the unit

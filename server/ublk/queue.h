@@ -98,8 +98,8 @@ class Queue {
   // A FETCH_IO_CMDS CQE: each tag it delivers as a fetched request; re-armed when it ended
   // without an abort.
   void OnBatchFetch(const io_uring_cqe& cqe);
-  // Once per turn (batch): this turn's results in one COMMIT_IO_CMDS.
-  void CommitTurn();
+  // Once per turn (batch): this turn's results in one COMMIT_IO_CMDS. Whether it prepared one.
+  bool CommitTurn();
   void OnUblkCompletion(uint16_t tag, int32_t res);
   // The tag's request is done: counters, then COMMIT_AND_FETCH_REQ with its result.
   void Complete(uint16_t tag, int32_t result);

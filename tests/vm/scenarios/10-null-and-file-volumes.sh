@@ -40,6 +40,32 @@ dd if=/dev/urandom of="$dev" bs=128k count=8 oflag=direct status=none
 expect_eq "vnull reads zeroes after writes" 0 \
   "$(dd if="$dev" bs=128k count=8 iflag=direct status=none | tr -d '\0' | wc -c)"
 
+step "vnull: one io_uring_enter of its queue thread per request at QD1"
+# strace counts the queue thread's system calls while fio reads 256 blocks one at a time. In batch
+# mode each turn's COMMIT_IO_CMDS completes while it is submitted; were its CQE enough to end the
+# next wait, every request would cost two.
+devid="${dev#/dev/ublkb}"
+queue_tid=""
+for task in /proc/"$AGENT_PID"/task/*; do
+  [[ "$(cat "$task/comm" 2>/dev/null)" == "blkq$devid-0" ]] && queue_tid="${task##*/}"
+done
+[[ -n "$queue_tid" ]] || fail "no thread named blkq$devid-0 in blkagent (pid $AGENT_PID)"
+strace -c -e trace=io_uring_enter -o "$LOG_DIR/vnull-strace.txt" -p "$queue_tid" 2>>"$LOG_DIR/vnull-strace.log" &
+strace_pid=$!
+traced() { [[ "$(awk '$1 == "TracerPid:" { print $2 }' "/proc/$queue_tid/status")" == "$strace_pid" ]]; }
+wait_for "strace to trace blkq$devid-0" 30 traced
+run_fio vnull-qd1.log --name=qd1 --filename="$dev" --rw=randread --bs=4k --iodepth=1 \
+  --ioengine="$fio_engine" --direct=1 --size=1M
+kill -INT "$strace_pid"
+wait "$strace_pid" || true
+enters="$(awk '$NF == "io_uring_enter" { print $4 }' "$LOG_DIR/vnull-strace.txt")"
+cat "$LOG_DIR/vnull-strace.txt"
+# One call per request, a few more for the attach and whatever else read the disk meanwhile; far
+# fewer would mean strace did not see the reads.
+((${enters:-0} >= 128 && enters <= 320)) ||
+  fail "the queue thread made ${enters:-no} io_uring_enter calls for 256 QD1 reads (want 128..320)"
+echo "ok: $enters io_uring_enter calls for 256 reads"
+
 step "file volume, 128 MiB, 2 queues"
 image="$WORK/vfile.img"
 ctl create-volume vfile --size 128MiB --backend "file://$image" --queues 2

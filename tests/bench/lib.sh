@@ -22,7 +22,7 @@
 #   bench_ratio GROUP LABEL KEY_A KEY_B   asks the report for A/B
 # The iops runs also record where the CPU went: every thread's CPU time over
 # the run (schedstat) per read fio counted, by thread name (digits as N), with
-# the CPUs' idle time and the rest (no thread alive at the end accounts for it:
+# the CPUs' idle time (iowait included) and the rest (no thread alive at the end accounts for it:
 # fio's own, threads that ended).
 
 bench_runtime="${BLK_BENCH_RUNTIME:-10}"
@@ -150,14 +150,16 @@ bench_group() {
 
 # bench_cpu_snapshot: "TID NAME NS" for every thread (its CPU time so far; NAME is its comm with
 # digits as N), then "- idle NS" (all CPUs' idle time) and "- wall NS". grep, unlike awk, goes on
-# past a thread that ended between the glob and the read.
+# past a thread that ended between the glob and the read. Idle counts iowait too: a CPU with
+# nothing to run is counted as iowait when a task that last ran there sleeps waiting on I/O (fio
+# does, in io_uring_enter), so which of the two a stall lands in depends on where the sleepers ran.
 bench_cpu_snapshot() {
   grep -H '' /proc/[0-9]*/task/[0-9]*/comm /proc/[0-9]*/task/[0-9]*/schedstat 2>/dev/null |
     awk '{ split($0, path, "/"); tid = path[5]; line = substr($0, index($0, ":") + 1) }
       path[6] ~ /^comm:/ { gsub(/[0-9]+/, "N", line); gsub(/[ ;=]/, "_", line); name[tid] = line }
       path[6] ~ /^schedstat:/ { split(line, f, " "); ns[tid] = f[1] }
       END { for (t in ns) if (t in name) print t, name[t], ns[t] }'
-  awk -v hz="$(getconf CLK_TCK)" '$1 == "cpu" { printf "- idle %.0f\n", $5 * 1e9 / hz }' /proc/stat
+  awk -v hz="$(getconf CLK_TCK)" '$1 == "cpu" { printf "- idle %.0f\n", ($5 + $6) * 1e9 / hz }' /proc/stat
   echo "- wall $(date +%s%N)"
 }
 

@@ -77,8 +77,8 @@ main() {
         (select(any(.devices[]; (.median.cpu_per_read_us // {}) | length > 0)) |
           "Where the CPU goes at QD32 (us per 4k read, medians): each thread'"'"'s CPU time over the" +
           " run / the reads in it (IOPS x the run'"'"'s length, fio'"'"'s start included), by thread" +
-          " name with digits as N; idle: the CPUs'"'"' idle time; rest: what no thread alive at the" +
-          " end accounts for (fio'"'"'s own, threads that ended).\n",
+          " name with digits as N; idle: the CPUs'"'"' idle time, iowait included; rest: what no" +
+          " thread alive at the end accounts for (fio'"'"'s own, threads that ended).\n",
           "| device | CPU per read, by thread (us) |",
           "|---|---|",
           (.devices[] | select(.unavailable | not) | select((.median.cpu_per_read_us // {}) | length > 0)

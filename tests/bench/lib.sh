@@ -22,8 +22,8 @@
 #   bench_ratio GROUP LABEL KEY_A KEY_B   asks the report for A/B
 # The iops runs also record where the CPU went: every thread's CPU time over
 # the run (schedstat) per read fio counted, by thread name (digits as N), with
-# the CPUs' idle time (iowait included) and the rest (no thread alive at the end accounts for it:
-# fio's own, threads that ended).
+# the CPUs' idle time (iowait included) and the rest (no thread alive at the
+# end accounts for it: fio's own, threads that ended).
 
 bench_runtime="${BLK_BENCH_RUNTIME:-10}"
 bench_rounds="${BLK_BENCH_ROUNDS:-3}"

@@ -45,11 +45,7 @@ step "vnull: one io_uring_enter of its queue thread per request at QD1"
 # mode each turn's COMMIT_IO_CMDS completes while it is submitted; were its CQE enough to end the
 # next wait, every request would cost two.
 devid="${dev#/dev/ublkb}"
-queue_tid=""
-for task in /proc/"$AGENT_PID"/task/*; do
-  [[ "$(cat "$task/comm" 2>/dev/null)" == "blkq$devid-0" ]] && queue_tid="${task##*/}"
-done
-[[ -n "$queue_tid" ]] || fail "no thread named blkq$devid-0 in blkagent (pid $AGENT_PID)"
+queue_tid="$(queue_thread_tid "$devid" 0)"
 strace -c -e trace=io_uring_enter -o "$LOG_DIR/vnull-strace.txt" -p "$queue_tid" 2>>"$LOG_DIR/vnull-strace.log" &
 strace_pid=$!
 traced() { [[ "$(awk '$1 == "TracerPid:" { print $2 }' "/proc/$queue_tid/status")" == "$strace_pid" ]]; }

@@ -32,14 +32,9 @@ expand_cpus() {
 
 # The Cpus_allowed_list of the agent's thread named blkq<device>-<queue>.
 queue_thread_cpus() {
-  local name="blkq$1-$2" task
-  for task in /proc/"$AGENT_PID"/task/*; do
-    if [[ "$(cat "$task/comm" 2>/dev/null)" == "$name" ]]; then
-      awk '$1 == "Cpus_allowed_list:" { print $2 }' "$task/status"
-      return 0
-    fi
-  done
-  fail "no thread named $name in blkagent (pid $AGENT_PID)"
+  local tid
+  tid="$(queue_thread_tid "$1" "$2")"
+  awk '$1 == "Cpus_allowed_list:" { print $2 }' "/proc/$AGENT_PID/task/$tid/status"
 }
 
 # expect_queue_cpus VOLUME QUEUE EXPECTED-CPUS (a space-separated list)

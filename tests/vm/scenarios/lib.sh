@@ -218,6 +218,19 @@ volume_device() {
   echo "$device"
 }
 
+# queue_thread_tid DEVICE_NUMBER QUEUE: the task id of the agent's thread named
+# blkq<device>-<queue>.
+queue_thread_tid() {
+  local name="blkq$1-$2" task
+  for task in /proc/"$AGENT_PID"/task/*; do
+    if [[ "$(cat "$task/comm" 2>/dev/null)" == "$name" ]]; then
+      echo "${task##*/}"
+      return 0
+    fi
+  done
+  fail "no thread named $name in blkagent (pid $AGENT_PID)"
+}
+
 # --- data checks ---
 
 fio_engine=""

@@ -21,9 +21,10 @@
 # ratios within one boot mean something: TCG numbers move 2x between boots.
 #   bench_ratio GROUP LABEL KEY_A KEY_B   asks the report for A/B
 # The iops runs also record where the CPU went: every thread's CPU time over
-# the run (schedstat) per read fio counted, by thread name (digits as N), with
-# the CPUs' idle time (iowait included) and the rest (no thread alive at the
-# end accounts for it: fio's own, threads that ended).
+# the run (schedstat) per read fio counted, and its part in user space, by
+# thread name (digits as N), with the CPUs' idle time (iowait included) and the
+# rest (no thread alive at the end accounts for it: fio's own, threads that
+# ended).
 
 bench_runtime="${BLK_BENCH_RUNTIME:-10}"
 bench_rounds="${BLK_BENCH_ROUNDS:-3}"
@@ -124,20 +125,24 @@ bench_group() {
         else ((.[length / 2 - 1] + .[length / 2]) / 2 | round) end;
       def series($test; $field): [$runs | split("\n")[] | split(" ")
         | select(.[0] == $key and .[1] == $test) | .[$field] | tonumber];
-      def cpu_runs: [$runs | split("\n")[] | split(" ") | select(.[0] == $key and .[1] == "cpu")
-        | .[2] | split(";") | map(split("=") | { (.[0]): (.[1] | tonumber) }) | add];
+      # $part 0: the whole CPU time per read; 1: its user-space part (idle and rest have none).
+      def cpu_runs($part): [$runs | split("\n")[] | split(" ") | select(.[0] == $key and .[1] == "cpu")
+        | .[2] | split(";") | map(split("=") | .[0] as $n | .[1] | split("/")
+          | select(length > $part) | { ($n): (.[$part] | tonumber) }) | add // {}];
       def cpu_median: ([.[] | keys[]] | unique) as $names | . as $rounds
         | reduce $names[] as $n ({}; .[$n] = ([$rounds[] | .[$n] // 0] | median));
       . + [if $path == "-" then { key: $key, name: $name, unavailable: true } else
         { key: $key, name: $name, path: $path,
           iops: series("iops"; 2), lat_p50_us: series("lat"; 2), lat_p99_us: series("lat"; 3),
           lat_mean_us: series("lat"; 4), server_lat_mean_us: series("server"; 2),
-          seq_mbps: series("seq"; 2), cpu_per_read_us: cpu_runs }
+          seq_mbps: series("seq"; 2), cpu_per_read_us: cpu_runs(0),
+          cpu_user_per_read_us: cpu_runs(1) }
         | .median = { iops: (.iops | median), lat_p50_us: (.lat_p50_us | median),
                       lat_p99_us: (.lat_p99_us | median), lat_mean_us: (.lat_mean_us | median),
                       server_lat_mean_us: (.server_lat_mean_us | median),
                       seq_mbps: (.seq_mbps | median),
-                      cpu_per_read_us: (.cpu_per_read_us | cpu_median) } end]' \
+                      cpu_per_read_us: (.cpu_per_read_us | cpu_median),
+                      cpu_user_per_read_us: (.cpu_user_per_read_us | cpu_median) } end]' \
       <<<"$devices")"
   done
   jq -n --arg group "$group" --arg title "$title" --arg kernel "$(uname -r)" \
@@ -148,40 +153,56 @@ bench_group() {
        devices: $devices, ratios: [] }' >"$BENCH_GROUPS_DIR/$group.json"
 }
 
-# bench_cpu_snapshot: "TID NAME NS" for every thread (its CPU time so far; NAME is its comm with
-# digits as N), then "- idle NS" (all CPUs' idle time) and "- wall NS". grep, unlike awk, goes on
-# past a thread that ended between the glob and the read. Idle counts iowait too: a CPU with
-# nothing to run is counted as iowait when a task that last ran there sleeps waiting on I/O (fio
-# does, in io_uring_enter), so which of the two a stall lands in depends on where the sleepers ran.
+# bench_cpu_snapshot: "TID NAME NS USER_NS" for every thread (its CPU time so far, and the part of
+# it in user space; NAME is its comm with digits as N), then "- idle NS" (all CPUs' idle time) and
+# "- wall NS". The user part comes from /proc's tick counts (utime), so it is only as fine as
+# CLK_TCK: ample over a run of seconds. grep, unlike awk, goes on past a thread that ended between
+# the glob and the read; its status then says so, and is ignored. Idle counts iowait too: a CPU
+# with nothing to run is counted as iowait when a task that last ran there sleeps waiting on I/O
+# (fio does, in io_uring_enter), so which of the two a stall lands in depends on where the
+# sleepers ran.
 bench_cpu_snapshot() {
-  grep -H '' /proc/[0-9]*/task/[0-9]*/comm /proc/[0-9]*/task/[0-9]*/schedstat 2>/dev/null |
-    awk '{ split($0, path, "/"); tid = path[5]; line = substr($0, index($0, ":") + 1) }
-      path[6] ~ /^comm:/ { gsub(/[0-9]+/, "N", line); gsub(/[ ;=]/, "_", line); name[tid] = line }
+  local hz
+  hz="$(getconf CLK_TCK)"
+  { grep -H '' /proc/[0-9]*/task/[0-9]*/comm /proc/[0-9]*/task/[0-9]*/schedstat \
+    /proc/[0-9]*/task/[0-9]*/stat 2>/dev/null || true; } |
+    awk -v hz="$hz" '
+      { split($0, path, "/"); tid = path[5]; line = substr($0, index($0, ":") + 1) }
+      path[6] ~ /^comm:/ { gsub(/[0-9]+/, "N", line); gsub(/[ ;=\/]/, "_", line); name[tid] = line }
       path[6] ~ /^schedstat:/ { split(line, f, " "); ns[tid] = f[1] }
-      END { for (t in ns) if (t in name) print t, name[t], ns[t] }'
-  awk -v hz="$(getconf CLK_TCK)" '$1 == "cpu" { printf "- idle %.0f\n", ($5 + $6) * 1e9 / hz }' /proc/stat
+      # The comm in stat may hold spaces and parentheses: the fields start after the last ") ".
+      path[6] ~ /^stat:/ { n = split(substr(line, match(line, /\) [^)]*$/) + 2), f, " ")
+        if (n >= 13) user[tid] = f[12] * 1e9 / hz }
+      END { for (t in ns) if (t in name) printf "%s %s %s %.0f\n", t, name[t], ns[t], user[t] }'
+  awk -v hz="$hz" '$1 == "cpu" { printf "- idle %.0f\n", ($5 + $6) * 1e9 / hz }' /proc/stat
   echo "- wall $(date +%s%N)"
 }
 
-# bench_cpu_per_read BEFORE AFTER IOPS: "NAME=US;..." each thread name's CPU time per read over the
-# run, in us, largest first (under 1 us left out), then idle and rest. Reads over the window are
-# IOPS x its length, which includes fio's start, the same for every device.
+# bench_cpu_per_read BEFORE AFTER IOPS: "NAME=US/USER_US;..." each thread name's CPU time per read
+# over the run and the part of it in user space, in us, largest first (under 1 us left out), then
+# idle and rest (no user part). Reads over the window are IOPS x its length, which includes fio's
+# start, the same for every device.
 bench_cpu_per_read() {
   awk -v iops="$3" -v cpus="$(nproc)" '
-    NR == FNR { before[$1 == "-" ? $2 : $1] = $3; next }
+    NR == FNR { if ($1 == "-") before[$2] = $3; else { before[$1] = $3; before_user[$1] = $4 }; next }
     $1 == "-" { after[$2] = $3; next }
     !($1 in before) && ($2 == "grep" || $2 == "awk") { next }  # this snapshot itself
-    { used[$2] += $3 - before[$1]; named += $3 - before[$1] }
+    { used[$2] += $3 - before[$1]; user[$2] += $4 - before_user[$1]; named += $3 - before[$1] }
     END {
       wall = after["wall"] - before["wall"]
       reads = iops * wall / 1e9
       if (reads <= 0) exit 1
-      for (n in used) if (used[n] / reads >= 1000) printf "0 %.1f %s\n", used[n] / reads / 1000, n
+      for (n in used) if (used[n] / reads >= 1000) {
+        # Ticks round: the user part cannot be more than the whole.
+        u = user[n] > used[n] ? used[n] : (user[n] > 0 ? user[n] : 0)
+        printf "0 %.1f %s/%.1f\n", used[n] / reads / 1000, n, u / reads / 1000
+      }
       idle = after["idle"] - before["idle"]
       printf "1 %.1f idle\n", idle / reads / 1000
       rest = cpus * wall - idle - named
       printf "2 %.1f rest\n", (rest > 0 ? rest : 0) / reads / 1000
-    }' "$1" "$2" | sort -k1,1n -k2,2nr | awk '{ printf "%s%s=%s", (NR > 1 ? ";" : ""), $3, $2 }'
+    }' "$1" "$2" | sort -k1,1n -k2,2nr |
+    awk '{ split($3, nu, "/"); printf "%s%s=%s%s", (NR > 1 ? ";" : ""), nu[1], $2, (2 in nu ? "/" nu[2] : "") }'
 }
 
 # bench_server_read_ns "URL VOLUME": "SUM_NS COUNT" of the volume's read latency histogram.

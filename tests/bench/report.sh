@@ -53,9 +53,11 @@ main() {
     def xr($range): x + (if . == null or $range == null or ($range[0] | r2) == ($range[1] | r2)
       then "" else " (\($range[0] | r2)-\($range[1] | r2))" end);
     def n: if . == null then "-" else tostring end;
-    def cpu_row: . as $c
-      | [to_entries[] | select(.key != "idle" and .key != "rest" and .value > 0)] | sort_by(-.value)
-      | map("\(.key) \(.value)") + ["idle \($c.idle // 0)", "rest \($c.rest // 0)"] | join(", ");
+    # Of a device'"'"'s medians: each thread name'"'"'s CPU per read with its user-space part.
+    def cpu_row: (.cpu_user_per_read_us // {}) as $user | .cpu_per_read_us as $c
+      | [$c | to_entries[] | select(.key != "idle" and .key != "rest" and .value > 0)] | sort_by(-.value)
+      | map("\(.key) \(.value)\(if $user[.key] == null then "" else " (user \($user[.key]))" end)")
+        + ["idle \($c.idle // 0)", "rest \($c.rest // 0)"] | join(", ");
     "Measured \(.date), \(.vm); medians of \(.kernels[0].rounds) rounds (each starting one device later) of" +
     " \(.kernels[0].runtime_seconds) s per fio run (io_uring, O_DIRECT). Emulated: only" +
     " ratios within one boot mean something. A ratio is of the medians; in brackets, the lowest and" +
@@ -77,12 +79,13 @@ main() {
         (select(any(.devices[]; (.median.cpu_per_read_us // {}) | length > 0)) |
           "Where the CPU goes at QD32 (us per 4k read, medians): each thread'"'"'s CPU time over the" +
           " run / the reads in it (IOPS x the run'"'"'s length, fio'"'"'s start included), by thread" +
-          " name with digits as N; idle: the CPUs'"'"' idle time, iowait included; rest: what no" +
+          " name with digits as N, and in brackets the part of it in user space (the rest is the" +
+          " kernel'"'"'s, on that thread'"'"'s behalf); idle: the CPUs'"'"' idle time, iowait included; rest: what no" +
           " thread alive at the end accounts for (fio'"'"'s own, threads that ended).\n",
           "| device | CPU per read, by thread (us) |",
           "|---|---|",
           (.devices[] | select(.unavailable | not) | select((.median.cpu_per_read_us // {}) | length > 0)
-            | "| \(.name) | \(.median.cpu_per_read_us | cpu_row) |"),
+            | "| \(.name) | \(.median | cpu_row) |"),
           ""),
         (select(any(.devices[]; .median.server_lat_mean_us != null)) |
           "Where the time of a QD1 read goes (means, us): in the server = from the queue receiving" +

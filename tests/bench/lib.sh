@@ -122,7 +122,9 @@ bench_group() {
       --rawfile runs "$runs" '
       def median: sort | if length == 0 then null
         elif length % 2 == 1 then .[length / 2 | floor]
-        else ((.[length / 2 - 1] + .[length / 2]) / 2 | round) end;
+        # The mean of the middle two: whole for whole numbers (IOPS), else to 0.1 (CPU us per read).
+        elif all(.[]; . == floor) then (.[length / 2 - 1] + .[length / 2]) / 2 | round
+        else (.[length / 2 - 1] + .[length / 2]) / 2 * 10 | round / 10 end;
       def series($test; $field): [$runs | split("\n")[] | split(" ")
         | select(.[0] == $key and .[1] == $test) | .[$field] | tonumber];
       # $part 0: the whole CPU time per read; 1: its user-space part (idle and rest have none).

@@ -186,7 +186,7 @@ bench_cpu_snapshot() {
 # start, the same for every device.
 bench_cpu_per_read() {
   awk -v iops="$3" -v cpus="$(nproc)" '
-    NR == FNR { if ($1 == "-") before[$2] = $3; else { before[$1] = $3; before_user[$1] = $4 }; next }
+    NR == FNR { key = $1 == "-" ? $2 : $1; before[key] = $3; before_user[key] = $4; next }
     $1 == "-" { after[$2] = $3; next }
     !($1 in before) && ($2 == "grep" || $2 == "awk") { next }  # this snapshot itself
     { used[$2] += $3 - before[$1]; user[$2] += $4 - before_user[$1]; named += $3 - before[$1] }
@@ -197,14 +197,13 @@ bench_cpu_per_read() {
       for (n in used) if (used[n] / reads >= 1000) {
         # Ticks round: the user part cannot be more than the whole.
         u = user[n] > used[n] ? used[n] : (user[n] > 0 ? user[n] : 0)
-        printf "0 %.1f %s/%.1f\n", used[n] / reads / 1000, n, u / reads / 1000
+        printf "0 %.1f %s=%.1f/%.1f\n", used[n] / reads / 1000, n, used[n] / reads / 1000, u / reads / 1000
       }
       idle = after["idle"] - before["idle"]
-      printf "1 %.1f idle\n", idle / reads / 1000
-      rest = cpus * wall - idle - named
-      printf "2 %.1f rest\n", (rest > 0 ? rest : 0) / reads / 1000
-    }' "$1" "$2" | sort -k1,1n -k2,2nr |
-    awk '{ split($3, nu, "/"); printf "%s%s=%s%s", (NR > 1 ? ";" : ""), nu[1], $2, (2 in nu ? "/" nu[2] : "") }'
+      printf "1 %.1f idle=%.1f\n", idle / reads / 1000, idle / reads / 1000
+      rest = (cpus * wall - idle - named) / reads / 1000
+      printf "2 %.1f rest=%.1f\n", (rest > 0 ? rest : 0), (rest > 0 ? rest : 0)
+    }' "$1" "$2" | sort -k1,1n -k2,2nr | awk '{ printf "%s%s", (NR > 1 ? ";" : ""), $3 }'
 }
 
 # bench_server_read_ns "URL VOLUME": "SUM_NS COUNT" of the volume's read latency histogram.

@@ -6,7 +6,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${BLK_BUILD_DIR:-$root/build}"
 
-"$root/scripts/build.sh"
+"$root/scripts/build.sh" blkagent blkctl
 
 if [[ ! -e /dev/ublk-control ]]; then
   modprobe ublk_drv 2>/dev/null || true

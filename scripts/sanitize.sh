@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sanitizer builds with clang, each in its own build dir:
-#   asan: ASan + UBSan (LSan included); builds everything but the fuzz targets and runs the host
-#         tests (ctest -LE 'vm|fuzz') in ${BLK_ASAN_BUILD_DIR:-build-asan}.
+#   asan: ASan + UBSan (LSan included); builds everything, the libFuzzer targets included, and runs
+#         every host test (ctest -LE vm: unit, integration, deploy, style, brief fuzz runs) in
+#         ${BLK_ASAN_BUILD_DIR:-build-asan}. This is where scripts/test.sh runs the host tests.
 #   tsan: TSan; builds only what the threaded host tests need and runs those tests (the threaded NBD
 #         integration tests, nbd_size_host and the agent concurrency host test) in
 #         ${BLK_TSAN_BUILD_DIR:-build-tsan}.
@@ -11,8 +12,9 @@
 # third-party code only, are in tests/sanitize/.
 # Usage: scripts/sanitize.sh asan|tsan [build|test|all [CTEST ARGS...]]   (default all;
 # ci-checks.sh builds the asan dir before clang-tidy and tests it afterwards). CTEST ARGS narrow
-# the tests further, e.g. scripts/sanitize.sh asan test -R Nbd. BLK_UNITY_BUILD=ON configures a
-# unity build (CMAKE_UNITY_BUILD; CI's choice: a third of the compile time).
+# the tests further, e.g. scripts/sanitize.sh asan test -R Nbd. A unity build (CMAKE_UNITY_BUILD: a
+# third of the compile time) unless BLK_UNITY_BUILD=OFF. Tests run $(nproc) at a time; those that
+# share a machine resource (loopback ports picked free, loop devices) hold a ctest RESOURCE_LOCK.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 kind="${1:-}"
@@ -24,11 +26,13 @@ case "$kind" in
     build="${BLK_ASAN_BUILD_DIR:-$root/build-asan}"
     sanitize=address,undefined
     targets=(all)
-    tests=(-LE 'vm|fuzz')
+    fuzz=ON
+    tests=(-LE vm)
     ;;
   tsan)
     build="${BLK_TSAN_BUILD_DIR:-$root/build-tsan}"
     sanitize=thread
+    fuzz=OFF
     targets=(nbd_integration_tests blkagent blkctl blk_health_check)
     # The NBD backend tests that drive one connection from the test's thread, with no restart,
     # reconnect or fake server thread, run no second thread of ours: TSan has nothing to check.
@@ -50,8 +54,8 @@ fi
 
 if [[ $step != test ]]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_COMPILER=clang++ -DBLK_WERROR=ON -DBLK_FUZZ=OFF -DBLK_SANITIZE="$sanitize" \
-    -DCMAKE_UNITY_BUILD="${BLK_UNITY_BUILD:-OFF}"
+    -DCMAKE_CXX_COMPILER=clang++ -DBLK_WERROR=ON -DBLK_FUZZ="$fuzz" -DBLK_SANITIZE="$sanitize" \
+    -DCMAKE_UNITY_BUILD="${BLK_UNITY_BUILD:-ON}" >/dev/null
   cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 fi
 [[ $step == build ]] && exit 0
@@ -71,7 +75,7 @@ export UBSAN_OPTIONS="$common:suppressions=$supp/ubsan.supp"
 export TSAN_OPTIONS="$common:second_deadlock_stack=1:suppressions=$supp/tsan.supp"
 
 status=0
-(cd "$build" && ctest --output-on-failure --timeout 600 "${tests[@]}" "$@") || status=$?
+(cd "$build" && ctest --output-on-failure --timeout 600 -j "$(nproc)" "${tests[@]}" "$@") || status=$?
 shopt -s nullglob
 found=("$reports"/report*)
 if ((${#found[@]} > 0)); then

@@ -9,7 +9,7 @@ packages=(
   build-essential cmake ninja-build pkg-config clang-format clang clang-tidy libclang-rt-14-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   liburing-dev libspdlog-dev prometheus-cpp-dev libcli11-dev libgtest-dev libgmock-dev
-  libbpf-dev bpftool libsystemd-dev
+  libbpf-dev bpftool libsystemd-dev ccache
   # tests, demo, VM test bed
   fio curl nbdkit nbd-client nbd-server qemu-utils jq kmod xz-utils busybox-static qemu-system-x86 iproute2 procps nvme-cli strace
   # deploy/ tests: promtool, the dashboard and manifest checkers

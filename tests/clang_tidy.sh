@@ -5,8 +5,9 @@
 # BLK_TIDY_BASE, else origin/HEAD, origin/main or main), uncommitted changes included; a changed
 # header brings in its .cc. With --since-clean, only the sources changed since the commit named in
 # .ci/tidy-clean-at, the last commit a whole-tree run found clean (CI uses this: a whole tree
-# takes ~25 minutes on 2 cores); a change to .clang-tidy since then means the whole tree. After a
-# clean whole-tree run, record it: git rev-parse HEAD >.ci/tidy-clean-at.
+# takes ~25 minutes on 2 cores), or since the later clean point this machine recorded itself
+# (BLK_TIDY_CLEAN_CACHE); a change to .clang-tidy since then means the whole tree. After a
+# clean whole-tree run, record it for every machine: git rev-parse HEAD >.ci/tidy-clean-at.
 # BUILD is a configured build dir that compiles each source alone (not CMAKE_UNITY_BUILD); this
 # script builds only its generated headers (proto, BPF skeleton), no objects.
 # Usage: tests/clang_tidy.sh BUILD [--changed|--since-clean]
@@ -52,8 +53,20 @@ PY
 
 candidates=()
 base=""
+# The machine's own clean point, moved forward by every clean --since-clean or whole run (CI's
+# included, whose clones come and go): used instead of .ci/tidy-clean-at when it is a later commit
+# of this history.
+clean_cache="${BLK_TIDY_CLEAN_CACHE:-/var/cache/blk-ci/tidy-clean-at}"
 if [[ $mode == --since-clean ]]; then
   base="$(tr -d '[:space:]' <.ci/tidy-clean-at 2>/dev/null || true)"
+  cached="$(tr -d '[:space:]' <"$clean_cache" 2>/dev/null || true)"
+  if [[ -n $cached ]] && git rev-parse -q --verify "$cached^{commit}" >/dev/null &&
+    git merge-base --is-ancestor "$cached" HEAD &&
+    { ! git rev-parse -q --verify "$base^{commit}" >/dev/null ||
+      git merge-base --is-ancestor "$base" "$cached"; }; then
+    echo "clang-tidy: since $cached, this machine's last clean point ($clean_cache)"
+    base="$cached"
+  fi
   if ! git rev-parse -q --verify "$base^{commit}" >/dev/null; then
     echo "clang-tidy: .ci/tidy-clean-at names no commit of this clone ('$base'): whole tree"
     mode=--whole
@@ -98,8 +111,19 @@ for path in "${candidates[@]}"; do
     fi
   done
 done
+# A clean check of a committed tree (nothing changed beside HEAD) makes HEAD the clean point.
+record_clean_point() {
+  [[ $mode == --changed ]] && return 0
+  [[ -z "$(git status --porcelain -- '*.cc' '*.h' .clang-tidy)" ]] || return 0
+  mkdir -p "$(dirname "$clean_cache")" 2>/dev/null &&
+    git rev-parse HEAD >"$clean_cache.tmp" 2>/dev/null && mv "$clean_cache.tmp" "$clean_cache" ||
+    echo "clang-tidy: could not record the clean point in $clean_cache"
+  return 0
+}
+
 if ((${#files[@]} == 0)); then
   echo "clang-tidy: no compiled source to check (${mode#--})"
+  record_clean_point
   exit 0
 fi
 mapfile -t files < <(printf '%s\n' "${files[@]}" | sort -u)
@@ -122,3 +146,4 @@ if ((status != 0)); then
   exit 1
 fi
 echo "clang-tidy: ${#files[@]} files clean (${mode#--}, ${elapsed}s)"
+record_clean_point

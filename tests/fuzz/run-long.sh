@@ -3,7 +3,7 @@
 # and merges the inputs that reached new code into the repo's seed corpus,
 # tests/fuzz/corpus/<target>/. Crashes are kept as BUILD/fuzz-long/<target>/crash-*; the script
 # exits non-zero if any target found one.
-#   tests/fuzz/run-long.sh BUILD [SECONDS] [TARGET...]
+#   tests/fuzz/run-long.sh BUILD [SECONDS] [TARGET...]   (BUILD: build-asan, where they are built)
 set -u
 if [[ $# -lt 1 ]]; then
   echo "usage: $0 BUILD [SECONDS_PER_TARGET] [TARGET...]" >&2
@@ -25,7 +25,7 @@ for target in "${targets[@]}"; do
   binary=$build/bin/$target
   corpus=$here/corpus/$target
   if [[ ! -x $binary ]]; then
-    echo "$target: $binary is missing (build the fuzz targets first)" >&2
+    echo "$target: $binary is missing (the fuzz targets are built in the ASan tree: scripts/sanitize.sh asan build, then pass build-asan)" >&2
     failed+=("$target")
     continue
   fi

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Usage: tests/vm/run-scenarios.sh BUILD_DIR [REGEX]
 #
-# The VM suite: for each kernel flavour (newest, then lts) boots ONE VM that
-# runs tests/vm/scenarios/all.sh BUILD_DIR, i.e. every scenario
+# The VM suite: for each kernel flavour (newest and lts, both at once) boots ONE
+# VM that runs tests/vm/scenarios/all.sh BUILD_DIR, i.e. every scenario
 # tests/vm/scenarios/NN-*.sh (only those matching REGEX, when given). The
 # guest gets two NVMe namespaces backed by sparse files: 512-byte and
 # 4096-byte logical blocks (see nvme_namespace in scenarios/lib.sh).
@@ -14,8 +14,12 @@
 #
 # Environment:
 #   BLK_VM_KERNELS   flavours to boot (default "newest lts")
+#   BLK_VM_PARALLEL  0: boot them one after the other (default 1: all at once; a
+#                    guest keeps about one host core busy, its scenarios wait a lot)
 #   BLK_VM_RESULTS   where the VM outputs go (default BUILD_DIR/vm-results)
 #   BLK_VM_TIMEOUT   seconds per VM (default 2400)
+#   BLK_VM_QUIET     1: the guests' output only in their guest.log (default: also
+#                    streamed here, each line prefixed with its kernel)
 #   BLK_SCENARIO_TIMEOUT, BLK_SCENARIO_DIR: passed on to all.sh
 set -euo pipefail
 
@@ -57,10 +61,9 @@ main() {
     exit 2
   }
 
-  passed=0 failed=0 skipped=0
-  summary=()
-  for kernel in "${kernels[@]}"; do
-    out="$results_root/$kernel"
+  # boot KERNEL: runs the suite in one VM of that flavour; its exit status goes to OUT/vm-status.
+  boot() {
+    local kernel="$1" out="$results_root/$1" attempt vm_status quiet
     # A guest that dies before its scenarios start (seen once: an int3 oops while the kernel
     # patched its own text at boot under multi-threaded TCG) is booted once more; the first
     # console log is kept beside the second.
@@ -72,7 +75,9 @@ main() {
       fi
       truncate -s 256M "$out/nvme-512.img" "$out/nvme-4k.img"
       vm_status=0
-      "$here/run-vm.sh" --kernel "$kernel" --out "$out" --timeout "${BLK_VM_TIMEOUT:-2400}" \
+      quiet=()
+      [[ ${BLK_VM_QUIET:-0} == 1 ]] && quiet=(--quiet)
+      "$here/run-vm.sh" "${quiet[@]}" --kernel "$kernel" --out "$out" --timeout "${BLK_VM_TIMEOUT:-2400}" \
         --nvme "$out/nvme-512.img:512" --nvme "$out/nvme-4k.img:4096" \
         --keep "$build_dir" --keep "$scenario_dir" \
         -- "$here/scenarios/all.sh" "$build_dir" || vm_status=$?
@@ -83,7 +88,27 @@ main() {
       grep -m 3 -E "Oops|BUG|panic" "$out/console.log" >&2 || tail -n 5 "$out/console.log" >&2
       mv "$out/console.log" "$results_root/$kernel-boot-1.console.log" 2>/dev/null || true
     done
+    echo "$vm_status" >"$out/vm-status"
+  }
 
+  mkdir -p "$results_root"
+  started=$SECONDS
+  pids=()
+  for kernel in "${kernels[@]}"; do
+    if [[ ${BLK_VM_PARALLEL:-1} == 0 ]]; then
+      boot "$kernel"
+    else
+      boot "$kernel" &
+      pids+=($!)
+    fi
+  done
+  ((${#pids[@]} == 0)) || wait "${pids[@]}"
+
+  passed=0 failed=0 skipped=0
+  summary=()
+  for kernel in "${kernels[@]}"; do
+    out="$results_root/$kernel"
+    vm_status="$(cat "$out/vm-status" 2>/dev/null || echo 125)"
     planned=("${expected[@]}")
     # The guest's own list wins: the scenarios may have changed since this
     # script looked (it snapshots them when it boots).
@@ -112,7 +137,7 @@ main() {
   done
 
   echo
-  echo "VM scenarios (logs in $results_root):"
+  echo "VM scenarios (${kernels[*]}: $((SECONDS - started))s; logs in $results_root):"
   printf '  %s\n' "${summary[@]}"
   echo "$passed passed, $failed failed, $skipped skipped"
   ((failed == 0))

@@ -74,9 +74,11 @@ main() {
   # checked and started again. Every run writes the same pattern, so the verify-only passes at
   # the end check what all of them wrote.
   step "fio on $dev, $remote_dev and $fast_dev, killing the agent under it"
-  start_writer crashy "$dev" 32M 192k
-  start_writer remote "$remote_dev" 16M 96k
-  start_writer fast "$fast_dev" 16M 96k
+  # About a minute each: the three kill rounds take 10-40 s, and a writer that ends early starts
+  # over (32M took 3 minutes per kernel for nothing more).
+  start_writer crashy "$dev" 12M 192k
+  start_writer remote "$remote_dev" 6M 96k
+  start_writer fast "$fast_dev" 6M 96k
 
   # Each restart must bring every volume back live on the device it had.
   local volumes="crashy=$dev LIVE,fast=$fast_dev LIVE,idle=$idle_dev LIVE,remote=$remote_dev LIVE"
@@ -109,9 +111,9 @@ main() {
     echo "ok: fio on $name wrote and verified across 3 kills (${writer_runs[$name]} run(s))"
   done
   echo "copy mode of the NVMe volume: $(ctl get-volume fast -o json | jq -r .volume.status.copyMode)"
-  fio_check_pattern "$fast_dev" 16M
-  fio_check_pattern "$remote_dev" 16M
-  fio_check_pattern "$dev" 32M
+  fio_check_pattern "$fast_dev" 6M
+  fio_check_pattern "$remote_dev" 6M
+  fio_check_pattern "$dev" 12M
   expect_eq "idle reads zeroes" 0 "$(head -c 1M "$idle_dev" | tr -d '\0' | wc -c)"
 
   ctl delete-volume crashy

@@ -1,5 +1,9 @@
 #include "agent/backing_conflict.h"
 
+#include <sys/stat.h>
+
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "agent/nvme_volume.h"
 
@@ -8,23 +12,41 @@ namespace {
 
 absl::Status CheckNvmeRangeIsFree(const v1::Volume& spec, const VolumeEntries& volumes) {
   for (const auto& [id, entry] : volumes) {
-    if (id == spec.id() || !NvmeVolumesOverlap(spec, entry.volume)) continue;
+    if (id == spec.id() || !entry.volume.has_nvme()) continue;
+    // A volume growing counts with the size it grows to.
+    v1::Volume taken = entry.volume;
+    if (entry.growing_to_bytes > taken.size_bytes()) taken.set_size_bytes(entry.growing_to_bytes);
+    if (!NvmeVolumesOverlap(spec, taken)) continue;
     const uint64_t start = spec.nvme().offset_bytes();
-    const uint64_t other = entry.volume.nvme().offset_bytes();
+    const uint64_t other = taken.nvme().offset_bytes();
     return absl::FailedPreconditionError(
         absl::StrCat("volume.nvme: bytes [", start, ", ", start + spec.size_bytes(), ") of ",
                      spec.nvme().path(), " overlap volume '", id, "' (bytes [", other, ", ",
-                     other + entry.volume.size_bytes(), ") of ", entry.volume.nvme().path(), ")"));
+                     other + taken.size_bytes(), ") of ", taken.nvme().path(),
+                     entry.growing_to_bytes > entry.volume.size_bytes() ? ", growing" : "", ")"));
   }
   return absl::OkStatus();
 }
 
+// One file under two names (a symbolic link, a hard link, '..', a /dev/disk/by-id alias of a
+// block device) is one backing: compared by inode, or by device number for block devices.
+bool SameFileBacking(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  struct stat sa {};
+  struct stat sb {};
+  if (::stat(a.c_str(), &sa) != 0 || ::stat(b.c_str(), &sb) != 0) return false;
+  if (S_ISBLK(sa.st_mode) && S_ISBLK(sb.st_mode)) return sa.st_rdev == sb.st_rdev;
+  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 absl::Status CheckFileIsFree(const v1::Volume& spec, const VolumeEntries& volumes) {
   for (const auto& [id, entry] : volumes) {
-    if (entry.volume.backend_case() == v1::Volume::kFile &&
-        entry.volume.file().path() == spec.file().path()) {
-      return absl::FailedPreconditionError(absl::StrCat("volume.file.path: '", spec.file().path(),
-                                                        "' is already used by volume '", id, "'"));
+    if (id != spec.id() && entry.volume.backend_case() == v1::Volume::kFile &&
+        SameFileBacking(entry.volume.file().path(), spec.file().path())) {
+      const std::string& other = entry.volume.file().path();
+      return absl::FailedPreconditionError(absl::StrCat(
+          "volume.file.path: '", spec.file().path(), "' is already used by volume '", id, "'",
+          other == spec.file().path() ? "" : absl::StrCat(" (as '", other, "')")));
     }
   }
   return absl::OkStatus();

@@ -22,7 +22,8 @@ absl::StatusOr<std::unique_ptr<VolumeDevice>> DeviceReconciler::BringUp(
     }
   }
   if (action != RestoreAction::kCreateWithAnyId) {
-    absl::StatusOr<std::unique_ptr<VolumeDevice>> device = provisioner_.Provision(spec, device_id);
+    absl::StatusOr<std::unique_ptr<VolumeDevice>> device =
+        provisioner_.Provision(spec, device_id, fresh);
     if (device.ok() || device.status().code() != absl::StatusCode::kAlreadyExists) return device;
     spdlog::warn("volume {}: ublk device id {} was taken meanwhile; choosing another", spec.id(),
                  device_id);
@@ -32,7 +33,7 @@ absl::StatusOr<std::unique_ptr<VolumeDevice>> DeviceReconciler::BringUp(
   absl::StatusOr<int> id = choose_free_id(device_id);
   if (!id.ok()) return id.status();
   device_id = *id;
-  return provisioner_.Provision(spec, device_id);
+  return provisioner_.Provision(spec, device_id, fresh);
 }
 
 std::vector<int> DeviceReconciler::UnknownKernelDevices(const std::set<int>& ours) {

@@ -131,11 +131,13 @@ server::DeviceConfig UblkProvisioner::ConfigFor(const v1::Volume& spec) const {
 }
 
 absl::StatusOr<std::unique_ptr<VolumeDevice>> UblkProvisioner::Provision(const v1::Volume& spec,
-                                                                         int device_id) {
+                                                                         int device_id,
+                                                                         bool fresh) {
   const uint32_t id = device_id < 0 ? server::kAnyDeviceId : static_cast<uint32_t>(device_id);
   server::DeviceConfig config = ConfigFor(spec);
   config.after_add_dev = after_add_dev_;
-  absl::StatusOr<std::unique_ptr<server::Device>> device = server::Device::Create(config, id);
+  absl::StatusOr<std::unique_ptr<server::Device>> device = server::Device::Create(
+      config, id, fresh ? server::OpenPurpose::kCreate : server::OpenPurpose::kReopen);
   if (!device.ok()) return device.status();
   return std::make_unique<UblkVolumeDevice>(std::move(*device), config);
 }

@@ -29,8 +29,8 @@ class UblkProvisioner final : public DeviceProvisioner {
                            std::chrono::milliseconds nbd_connect_timeout =
                                std::chrono::milliseconds(server::kDefaultNbdConnectTimeoutMs),
                            bool batch_io = true);
-  absl::StatusOr<std::unique_ptr<VolumeDevice>> Provision(const v1::Volume& spec,
-                                                          int device_id) override;
+  absl::StatusOr<std::unique_ptr<VolumeDevice>> Provision(const v1::Volume& spec, int device_id,
+                                                          bool fresh) override;
   absl::StatusOr<std::unique_ptr<VolumeDevice>> Recover(const v1::Volume& spec,
                                                         int device_id) override;
   KernelDeviceState StateOf(int device_id) override;

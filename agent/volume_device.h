@@ -66,9 +66,11 @@ class VolumeDevice {
 class DeviceProvisioner {
  public:
   virtual ~DeviceProvisioner() = default;
-  // device_id: the kernel id to use; -1 lets the kernel choose.
+  // device_id: the kernel id to use; -1 lets the kernel choose. `fresh`: a new volume, whose
+  // backing may be made; otherwise one served before (a restore after a reboot, a retry),
+  // whose data must be there: a missing backing file is an error, never re-created empty.
   virtual absl::StatusOr<std::unique_ptr<VolumeDevice>> Provision(const v1::Volume& spec,
-                                                                  int device_id) = 0;
+                                                                  int device_id, bool fresh) = 0;
   // Takes over a device a previous agent left (killed, or exited for an upgrade).
   virtual absl::StatusOr<std::unique_ptr<VolumeDevice>> Recover(const v1::Volume& spec,
                                                                 int device_id) = 0;

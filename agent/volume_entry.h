@@ -17,6 +17,9 @@ struct VolumeEntry {
   std::unique_ptr<VolumeDevice> device;
   int device_id = -1;  // the kernel id in the record
   bool busy = false;   // a Create, Delete, Update, retry or shutdown is in flight (see BusyClaim)
+  // A Resize in flight reserves its new size here (0: none), so that the backing conflict
+  // check of a concurrent Create sees the bytes the volume is growing into.
+  uint64_t growing_to_bytes = 0;
 };
 
 // By volume id.

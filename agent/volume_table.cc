@@ -411,6 +411,7 @@ absl::StatusOr<v1::Volume> VolumeTable::Resize(const std::string& id, uint64_t s
                                                     size_bytes, ": ", free.message()));
     }
     claim.emplace(mutex_, entries_, id);
+    entry.growing_to_bytes = size_bytes;
     device = entry.device.get();
     device_id = entry.device_id;
   }
@@ -419,14 +420,19 @@ absl::StatusOr<v1::Volume> VolumeTable::Resize(const std::string& id, uint64_t s
   // the kernel's new size while the record keeps the old one: the device keeps working, and the
   // caller, who got no answer, asks again and the record catches up. The other order could leave
   // a record larger than the device, and a repeated request would then find nothing to do.
-  if (absl::Status grown = device->Resize(size_bytes); !grown.ok()) {
-    return absl::Status(grown.code(), absl::StrCat("volume '", id, "': ", grown.message()));
-  }
-  if (absl::Status saved = registry_.Save(resized, device_id); !saved.ok()) return saved;
+  const absl::Status grown = device->Resize(size_bytes);
+  const absl::Status saved = grown.ok() ? registry_.Save(resized, device_id) : absl::OkStatus();
   absl::MutexLock lock(&mutex_);
   claim->ReleaseLocked(mutex_);
   VolumeEntry& entry = entries_.at(id);
+  entry.growing_to_bytes = 0;
+  if (!grown.ok()) {
+    return absl::Status(grown.code(), absl::StrCat("volume '", id, "': ", grown.message()));
+  }
+  // The device has the new size even when the record could not say so: the table keeps the
+  // kernel's truth (conflict checks need it), and the caller learns of the failed save.
   entry.volume.set_size_bytes(size_bytes);
+  if (!saved.ok()) return saved;
   spdlog::info("volume {}: resized to {} bytes", id, size_bytes);
   return WithLiveCounters(entry);
 }

@@ -123,6 +123,7 @@ struct Invocation {
 
 void AddGlobalOptions(CLI::App& app, Invocation& invocation) {
   app.failure_message(UsageFailure);
+  app.set_version_flag("--version", BLK_VERSION);
   // At most one command; its absence is reported by Dispatch, after CLI11 has had the chance to
   // name a misspelt one as unexpected.
   app.require_subcommand(0, 1);

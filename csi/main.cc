@@ -22,8 +22,10 @@
 #include "cli/volume_client.h"
 #include "csi/controller_service.h"
 #include "csi/identity_service.h"
+#include "csi/kubelet_paths.h"
 #include "csi/mounter.h"
 #include "csi/node_service.h"
+#include "csi/version.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
@@ -37,6 +39,7 @@ struct Options {
   std::string node_id;
   std::string driver_name = "blk.csi.storage";
   int agent_timeout_seconds = 120;
+  std::string kubelet_root = "/var/lib/kubelet";
   bool controller = false;
 };
 
@@ -87,7 +90,8 @@ int Serve(const Options& options, const sigset_t& signals) {
   // The one topology segment, reported by NodeGetInfo and by every volume CreateVolume makes.
   const std::string topology_key = absl::StrCat(options.driver_name, "/node");
   blk::csi::IdentityService identity(options.driver_name, options.controller, agent);
-  blk::csi::NodeService node(options.node_id, topology_key, agent, mounter);
+  const blk::csi::KubeletPaths paths(options.kubelet_root);
+  blk::csi::NodeService node(options.node_id, topology_key, agent, mounter, paths);
   blk::csi::ControllerService controller(options.node_id, topology_key, agent);
 
   grpc::ServerBuilder builder;
@@ -121,6 +125,7 @@ int Serve(const Options& options, const sigset_t& signals) {
 int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   Options options;
   CLI::App app{"blk-csi: CSI node (and controller) plugin for blkagent volumes"};
+  app.set_version_flag("--version", blk::csi::kCsiVersion);
   app.add_option("--endpoint", options.endpoint, "CSI endpoint the kubelet calls (unix:///path)")
       ->capture_default_str();
   app.add_option("--agent-socket", options.agent_socket, "blkagent's gRPC Unix socket")
@@ -129,6 +134,10 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   app.add_option("--driver-name", options.driver_name, "CSI driver name")->capture_default_str();
   app.add_option("--agent-timeout", options.agent_timeout_seconds, "seconds an agent call may take")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--kubelet-root", options.kubelet_root,
+                 "the kubelet's root directory: every staging and target path must lie below it")
+      ->check(CLI::ExistingDirectory)
       ->capture_default_str();
   app.add_flag("--controller", options.controller,
                "also serve the CSI Controller service (CreateVolume/DeleteVolume for a "

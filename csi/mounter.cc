@@ -17,6 +17,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "csi/mount_table.h"
 
 namespace blk::csi {
@@ -98,20 +100,34 @@ std::string MajorMinor(dev_t dev) { return absl::StrCat(major(dev), ":", minor(d
 
 }  // namespace
 
-absl::StatusOr<std::string> Mounter::FilesystemType(const std::string& device) const {
-  // -p: probe the device itself, not blkid's cache.
-  absl::StatusOr<CommandResult> result =
-      RunCommand({"blkid", "-p", "-s", "TYPE", "-o", "value", device});
+std::string DeviceContents::Describe() const {
+  if (ambivalent) return "several signatures (see wipefs -n)";
+  std::string text = type;
+  if (!partition_table.empty()) {
+    absl::StrAppend(&text, text.empty() ? "" : " and ", "a ", partition_table, " partition table");
+  }
+  return text.empty() ? "nothing" : text;
+}
+
+absl::StatusOr<DeviceContents> Mounter::Probe(const std::string& device) const {
+  absl::StatusOr<CommandResult> result = RunCommand({"blkid", "-p", "-o", "export", device});
   if (!result.ok()) return result.status();
-  // blkid exits 2 when it finds nothing to report.
-  if (result->exit_status == 2) return std::string();
+  DeviceContents contents;
+  // blkid exits 2 when it finds nothing, 8 when the signatures it found contradict each other.
+  if (result->exit_status == 2) return contents;
+  if (result->exit_status == 8) {
+    contents.ambivalent = true;
+    return contents;
+  }
   if (result->exit_status != 0) {
     return absl::InternalError(absl::StrCat("blkid ", device, " failed (exit status ",
                                             result->exit_status, "): ", result->output));
   }
-  std::string type = result->output;
-  while (!type.empty() && (type.back() == '\n' || type.back() == ' ')) type.pop_back();
-  return type;
+  for (absl::string_view line : absl::StrSplit(result->output, '\n')) {
+    if (absl::ConsumePrefix(&line, "TYPE=")) contents.type = std::string(line);
+    if (absl::ConsumePrefix(&line, "PTTYPE=")) contents.partition_table = std::string(line);
+  }
+  return contents;
 }
 
 absl::Status Mounter::MakeFilesystem(const std::string& device, const std::string& fs_type) const {

@@ -12,10 +12,22 @@ namespace blk::csi {
 // mount(2)/umount2(2) system calls (no mount binary needed in the container);
 // probing and formatting run blkid and mkfs.<type> through fork+exec, as only
 // those tools know every file system's on-disk format.
+// What blkid finds on a device: a superblock (a file system, or another user's such as
+// LVM2_member or crypto_LUKS), a partition table, or signatures it cannot tell apart.
+struct DeviceContents {
+  std::string type;             // blkid's TYPE, "" for none
+  std::string partition_table;  // blkid's PTTYPE ("dos", "gpt"), "" for none
+  bool ambivalent = false;      // several signatures (blkid's exit status 8)
+
+  bool empty() const { return type.empty() && partition_table.empty() && !ambivalent; }
+  // For messages: "ext4", "a dos partition table", "several signatures".
+  std::string Describe() const;
+};
+
 class Mounter {
  public:
-  // The file system type blkid finds on `device`, "" when it finds none.
-  absl::StatusOr<std::string> FilesystemType(const std::string& device) const;
+  // Probes `device` itself (blkid -p: superblocks and partition tables, no cache).
+  absl::StatusOr<DeviceContents> Probe(const std::string& device) const;
 
   // mkfs.<fs_type> on `device` (ext4 or xfs).
   absl::Status MakeFilesystem(const std::string& device, const std::string& fs_type) const;

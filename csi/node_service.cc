@@ -5,6 +5,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
@@ -50,24 +51,6 @@ std::string FsTypeOf(const VolumeCapability& capability) {
   return fs_type.empty() ? kDefaultFsType : fs_type;
 }
 
-absl::Status MakeDirectory(const std::string& path) {
-  std::error_code error;
-  std::filesystem::create_directories(path, error);
-  if (error)
-    return absl::InternalError(absl::StrCat("cannot create ", path, ": ", error.message()));
-  return absl::OkStatus();
-}
-
-// The file a device node is bind-mounted onto (raw block publish).
-absl::Status MakeFile(const std::string& path) {
-  absl::Status parent = MakeDirectory(std::filesystem::path(path).parent_path());
-  if (!parent.ok()) return parent;
-  const int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("create ", path));
-  ::close(fd);
-  return absl::OkStatus();
-}
-
 std::vector<std::string> MountFlags(const VolumeCapability& capability) {
   std::vector<std::string> flags(capability.mount().mount_flags().begin(),
                                  capability.mount().mount_flags().end());
@@ -95,25 +78,20 @@ std::string LoopBackingFile(const std::string& name) {
   return backing;
 }
 
-// stat(2) of a request's volume_path: NOT_FOUND when nothing is there, as the spec asks of
-// NodeGetVolumeStats and NodeExpandVolume.
-grpc::Status StatVolumePath(const std::string& path, struct stat& st) {
-  if (::stat(path.c_str(), &st) == 0) return grpc::Status::OK;
-  const int err = errno;
-  const absl::Status status = absl::ErrnoToStatus(err, path);
-  if (err == ENOENT)
-    return grpc::Status(grpc::StatusCode::NOT_FOUND, std::string(status.message()));
-  return ToGrpc(status);
-}
-
 }  // namespace
 
 NodeService::NodeService(std::string node_id, std::string topology_key,
-                         blk::cli::VolumeClient& agent, const Mounter& mounter)
+                         blk::cli::VolumeClient& agent, const Mounter& mounter,
+                         const KubeletPaths& paths)
     : node_id_(std::move(node_id)),
       topology_key_(std::move(topology_key)),
       agent_(agent),
-      mounter_(mounter) {}
+      mounter_(mounter),
+      paths_(paths) {}
+
+grpc::Status NodeService::Confined(const std::string& path, const char* field) const {
+  return ToGrpc(paths_.Check(path, field));
+}
 
 absl::StatusOr<std::string> NodeService::LiveDevice(const std::string& volume_id) {
   blk::v1::GetVolumeRequest get;
@@ -129,12 +107,64 @@ absl::StatusOr<std::string> NodeService::LiveDevice(const std::string& volume_id
   return status.device_path();
 }
 
+absl::StatusOr<std::vector<std::string>> NodeService::UsesOf(const std::string& device,
+                                                             const std::string& except) {
+  absl::StatusOr<std::vector<std::string>> mounts = mounter_.MountsOf(device, except);
+  if (!mounts.ok()) return mounts.status();
+  absl::StatusOr<std::vector<std::string>> loops = OwnedLoopsOver(device);
+  if (!loops.ok()) return loops.status();
+  for (const std::string& loop : *loops) {
+    absl::StatusOr<std::vector<std::string>> loop_mounts = mounter_.MountsOf(loop, except);
+    if (!loop_mounts.ok()) return loop_mounts.status();
+    mounts->insert(mounts->end(), loop_mounts->begin(), loop_mounts->end());
+  }
+  return mounts;
+}
+
+absl::StatusOr<blk::v1::Volume> NodeService::VolumeAt(const std::string& volume_id,
+                                                      const std::string& volume_path,
+                                                      struct stat& st) {
+  blk::v1::GetVolumeRequest get;
+  get.set_id(volume_id);
+  absl::StatusOr<blk::v1::GetVolumeResponse> got = agent_.GetVolume(get);
+  if (!got.ok()) {
+    // INVALID_ARGUMENT from the agent: an id it cannot hold, so none it has.
+    if (got.status().code() == absl::StatusCode::kNotFound ||
+        got.status().code() == absl::StatusCode::kInvalidArgument) {
+      return absl::NotFoundError(absl::StrCat("volume ", volume_id, " is not on node ", node_id_,
+                                              ": ", got.status().message()));
+    }
+    return got.status();
+  }
+  if (grpc::Status absolute = RequirePath(volume_path, "volume_path"); !absolute.ok()) {
+    return absl::InvalidArgumentError(absolute.error_message());
+  }
+  if (::stat(volume_path.c_str(), &st) != 0) {
+    const int err = errno;
+    absl::Status status = absl::ErrnoToStatus(err, volume_path);
+    if (err == ENOENT) return absl::NotFoundError(status.message());
+    return status;
+  }
+  const std::string& device = got->volume().status().device_path();
+  if (!device.empty()) {
+    absl::StatusOr<std::vector<std::string>> uses = UsesOf(device, "");
+    if (!uses.ok()) return uses.status();
+    std::string wanted = std::filesystem::path(volume_path).lexically_normal().string();
+    if (wanted.size() > 1 && wanted.back() == '/') wanted.pop_back();
+    if (std::find(uses->begin(), uses->end(), wanted) == uses->end()) {
+      return absl::NotFoundError(absl::StrCat("volume ", volume_id, " (", device,
+                                              ") is not staged or published at ", volume_path));
+    }
+  }
+  return got->volume();
+}
+
 grpc::Status NodeService::NodeStageVolume(grpc::ServerContext*,
                                           const ::csi::v1::NodeStageVolumeRequest* request,
                                           ::csi::v1::NodeStageVolumeResponse*) {
   for (grpc::Status check :
        {RequireField(request->volume_id(), "volume_id"),
-        RequirePath(request->staging_target_path(), "staging_target_path"),
+        Confined(request->staging_target_path(), "staging_target_path"),
         CheckCapability(request->has_volume_capability(), request->volume_capability())}) {
     if (!check.ok()) return check;
   }
@@ -194,8 +224,11 @@ grpc::Status NodeService::StageFilesystem(const ::csi::v1::NodeStageVolumeReques
     return grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
                         absl::StrCat(staging, " holds another mount than ", device));
   }
+  if (absl::Status made = paths_.Create(staging, /*as_file=*/false); !made.ok()) {
+    return ToGrpc(made);
+  }
   const std::string fs_type = FsTypeOf(request.volume_capability());
-  absl::StatusOr<std::string> found = mounter_.FilesystemType(device);
+  absl::StatusOr<DeviceContents> found = mounter_.Probe(device);
   if (!found.ok()) return ToGrpc(found.status());
   if (found->empty()) {
     if (IsReaderOnly(request.volume_capability())) {
@@ -208,11 +241,13 @@ grpc::Status NodeService::StageFilesystem(const ::csi::v1::NodeStageVolumeReques
     }
     absl::Status made = mounter_.MakeFilesystem(device, fs_type);
     if (!made.ok()) return ToGrpc(made);
-  } else if (*found != fs_type) {
-    // Never reformat: the device holds data of another kind than asked for.
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        absl::StrCat(device, " of volume ", request.volume_id(), " holds ", *found,
-                                     ", not the requested ", fs_type));
+  } else if (found->type != fs_type || !found->partition_table.empty() || found->ambivalent) {
+    // Never format or mount over anything else: the device holds data of another kind (a
+    // partition table, another file system, an LVM or RAID member) than asked for.
+    return grpc::Status(
+        grpc::StatusCode::FAILED_PRECONDITION,
+        absl::StrCat(device, " of volume ", request.volume_id(), " holds ", found->Describe(),
+                     ", not the requested ", fs_type, " file system: left as it is"));
   }
   return ToGrpc(mounter_.Mount(device, staging, fs_type, MountFlags(request.volume_capability())));
 }
@@ -221,7 +256,7 @@ grpc::Status NodeService::NodeUnstageVolume(grpc::ServerContext*,
                                             const ::csi::v1::NodeUnstageVolumeRequest* request,
                                             ::csi::v1::NodeUnstageVolumeResponse*) {
   for (grpc::Status check : {RequireField(request->volume_id(), "volume_id"),
-                             RequirePath(request->staging_target_path(), "staging_target_path")}) {
+                             Confined(request->staging_target_path(), "staging_target_path")}) {
     if (!check.ok()) return check;
   }
   absl::MutexLock lock(&operations_mu_);
@@ -236,21 +271,16 @@ grpc::Status NodeService::NodeUnstageVolume(grpc::ServerContext*,
     // Still published somewhere (the device node, the file system, or a read-only loop device
     // over it): unstaging now would pull the device from under a pod.
     absl::StatusOr<std::vector<std::string>> mounts =
-        mounter_.MountsOf(device, request->staging_target_path());
+        UsesOf(device, request->staging_target_path());
     if (!mounts.ok()) return ToGrpc(mounts.status());
-    absl::StatusOr<std::vector<std::string>> loops = OwnedLoopsOver(device);
-    if (!loops.ok()) return ToGrpc(loops.status());
-    for (const std::string& loop : *loops) {
-      absl::StatusOr<std::vector<std::string>> loop_mounts = mounter_.MountsOf(loop, "");
-      if (!loop_mounts.ok()) return ToGrpc(loop_mounts.status());
-      mounts->insert(mounts->end(), loop_mounts->begin(), loop_mounts->end());
-    }
     if (!mounts->empty()) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           absl::StrCat("volume ", request->volume_id(), " (", device,
                                        ") is still mounted at ", absl::StrJoin(*mounts, ", ")));
     }
     // Unmounted loop devices a crash between attaching and bind-mounting left behind.
+    absl::StatusOr<std::vector<std::string>> loops = OwnedLoopsOver(device);
+    if (!loops.ok()) return ToGrpc(loops.status());
     for (const std::string& loop : *loops) {
       if (absl::Status detached = DetachLoop(loop); !detached.ok()) return ToGrpc(detached);
     }
@@ -270,8 +300,8 @@ grpc::Status NodeService::NodePublishVolume(grpc::ServerContext*,
                                             ::csi::v1::NodePublishVolumeResponse*) {
   for (grpc::Status check :
        {RequireField(request->volume_id(), "volume_id"),
-        RequirePath(request->staging_target_path(), "staging_target_path"),
-        RequirePath(request->target_path(), "target_path"),
+        Confined(request->staging_target_path(), "staging_target_path"),
+        Confined(request->target_path(), "target_path"),
         CheckCapability(request->has_volume_capability(), request->volume_capability())}) {
     if (!check.ok()) return check;
   }
@@ -290,7 +320,7 @@ grpc::Status NodeService::NodePublishVolume(grpc::ServerContext*,
     return ToGrpc(device.status());
   }
   if (request->volume_capability().has_block()) {
-    absl::Status file = MakeFile(target);
+    absl::Status file = paths_.Create(target, /*as_file=*/true);
     if (!file.ok()) return ToGrpc(file);
     if (!request->readonly()) return ToGrpc(mounter_.BindMount(*device, target, false));
     return PublishReadOnlyBlock(*device, target);
@@ -303,7 +333,7 @@ grpc::Status NodeService::NodePublishVolume(grpc::ServerContext*,
                         absl::StrCat("volume ", request->volume_id(), " is not staged at ", staging,
                                      " (NodeStageVolume first)"));
   }
-  absl::Status directory = MakeDirectory(target);
+  absl::Status directory = paths_.Create(target, /*as_file=*/false);
   if (!directory.ok()) return ToGrpc(directory);
   return ToGrpc(mounter_.BindMount(staging, target, request->readonly()));
 }
@@ -338,7 +368,7 @@ grpc::Status NodeService::NodeUnpublishVolume(grpc::ServerContext*,
                                               const ::csi::v1::NodeUnpublishVolumeRequest* request,
                                               ::csi::v1::NodeUnpublishVolumeResponse*) {
   for (grpc::Status check : {RequireField(request->volume_id(), "volume_id"),
-                             RequirePath(request->target_path(), "target_path")}) {
+                             Confined(request->target_path(), "target_path")}) {
     if (!check.ok()) return check;
   }
   absl::MutexLock lock(&operations_mu_);
@@ -348,13 +378,10 @@ grpc::Status NodeService::NodeUnpublishVolume(grpc::ServerContext*,
   const std::string loop_device = loop->empty() ? "" : LoopBackingFile(*loop);
   absl::Status unmounted = mounter_.Unmount(request->target_path());
   if (!unmounted.ok()) return ToGrpc(unmounted);
-  // The spec has the plugin remove what it created at the target path.
-  std::error_code error;
-  std::filesystem::remove(request->target_path(), error);
-  if (error) {
-    return grpc::Status(
-        grpc::StatusCode::INTERNAL,
-        absl::StrCat("cannot remove ", request->target_path(), ": ", error.message()));
+  // The spec has the plugin remove what it created at the target path (never what a
+  // symbolic link put there points to).
+  if (absl::Status removed = paths_.Remove(request->target_path()); !removed.ok()) {
+    return ToGrpc(removed);
   }
   // Every unmounted loop device of ours over the same device: this one, and any a crash
   // between attaching and bind-mounting left.
@@ -366,16 +393,14 @@ grpc::Status NodeService::NodeGetVolumeStats(grpc::ServerContext*,
                                              const ::csi::v1::NodeGetVolumeStatsRequest* request,
                                              ::csi::v1::NodeGetVolumeStatsResponse* response) {
   for (grpc::Status check : {RequireField(request->volume_id(), "volume_id"),
-                             RequirePath(request->volume_path(), "volume_path")}) {
+                             RequireField(request->volume_path(), "volume_path")}) {
     if (!check.ok()) return check;
   }
   struct stat st;
-  if (grpc::Status found = StatVolumePath(request->volume_path(), st); !found.ok()) return found;
-  blk::v1::GetVolumeRequest get;
-  get.set_id(request->volume_id());
-  absl::StatusOr<blk::v1::GetVolumeResponse> got = agent_.GetVolume(get);
-  if (!got.ok()) return ToGrpc(got.status());
-  const blk::v1::Volume& volume = got->volume();
+  absl::StatusOr<blk::v1::Volume> found =
+      VolumeAt(request->volume_id(), request->volume_path(), st);
+  if (!found.ok()) return ToGrpc(found.status());
+  const blk::v1::Volume& volume = *found;
 
   if (S_ISDIR(st.st_mode)) {
     struct statvfs fs;
@@ -414,7 +439,7 @@ grpc::Status NodeService::NodeExpandVolume(grpc::ServerContext*,
                                            const ::csi::v1::NodeExpandVolumeRequest* request,
                                            ::csi::v1::NodeExpandVolumeResponse* response) {
   for (grpc::Status check : {RequireField(request->volume_id(), "volume_id"),
-                             RequirePath(request->volume_path(), "volume_path")}) {
+                             RequireField(request->volume_path(), "volume_path")}) {
     if (!check.ok()) return check;
   }
   const int64_t required = request->capacity_range().required_bytes();
@@ -427,11 +452,11 @@ grpc::Status NodeService::NodeExpandVolume(grpc::ServerContext*,
     if (!capable.ok()) return capable;
   }
   absl::MutexLock lock(&operations_mu_);
-  blk::v1::GetVolumeRequest get;
-  get.set_id(request->volume_id());
-  absl::StatusOr<blk::v1::GetVolumeResponse> got = agent_.GetVolume(get);
-  if (!got.ok()) return ToGrpc(got.status());
-  blk::v1::Volume volume = got->volume();
+  struct stat st;
+  absl::StatusOr<blk::v1::Volume> found =
+      VolumeAt(request->volume_id(), request->volume_path(), st);
+  if (!found.ok()) return ToGrpc(found.status());
+  blk::v1::Volume volume = *std::move(found);
 
   // The agent's sizes are whole logical blocks; the kubelet asks in bytes.
   const uint64_t block = volume.logical_block_size() == 0 ? 512 : volume.logical_block_size();
@@ -460,8 +485,6 @@ grpc::Status NodeService::NodeExpandVolume(grpc::ServerContext*,
     volume = resized->volume();
   }
 
-  struct stat st;
-  if (grpc::Status found = StatVolumePath(request->volume_path(), st); !found.ok()) return found;
   // A raw block volume (the device node bound at volume_path) has no file system to grow.
   const bool block_mode = request->volume_capability().has_block() || !S_ISDIR(st.st_mode);
   if (!block_mode) {
@@ -470,9 +493,10 @@ grpc::Status NodeService::NodeExpandVolume(grpc::ServerContext*,
       return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                           absl::StrCat("volume ", request->volume_id(), " has no live device"));
     }
-    absl::StatusOr<std::string> fs_type = mounter_.FilesystemType(device);
-    if (!fs_type.ok()) return ToGrpc(fs_type.status());
-    if (absl::Status grown = mounter_.GrowFilesystem(device, request->volume_path(), *fs_type);
+    absl::StatusOr<DeviceContents> contents = mounter_.Probe(device);
+    if (!contents.ok()) return ToGrpc(contents.status());
+    if (absl::Status grown =
+            mounter_.GrowFilesystem(device, request->volume_path(), contents->type);
         !grown.ok()) {
       return ToGrpc(grown);
     }

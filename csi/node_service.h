@@ -1,9 +1,13 @@
 #pragma once
 
+#include <sys/stat.h>
+
 #include <string>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "cli/volume_client.h"
+#include "csi/kubelet_paths.h"
 #include "csi/mounter.h"
 #include "csi/v1/csi.grpc.pb.h"
 
@@ -14,13 +18,14 @@ namespace blk::csi {
 // bind of that mount (or of the device node, raw block; of a read-only loop
 // device over it for readonly=true) at the target path. Reader-only access
 // modes stage the agent volume read-only (and mount its file system ro).
+// Staging and target paths are confined below the kubelet root (KubeletPaths).
 // Every call is idempotent. Required fields are checked before anything is
 // touched. The calls that change state run one at a time: they are short,
 // and the kubelet may retry a call while the first one still runs.
 class NodeService final : public ::csi::v1::Node::Service {
  public:
   NodeService(std::string node_id, std::string topology_key, blk::cli::VolumeClient& agent,
-              const Mounter& mounter);
+              const Mounter& mounter, const KubeletPaths& paths);
 
   grpc::Status NodeStageVolume(grpc::ServerContext* context,
                                const ::csi::v1::NodeStageVolumeRequest* request,
@@ -50,6 +55,8 @@ class NodeService final : public ::csi::v1::Node::Service {
                            ::csi::v1::NodeGetInfoResponse* response) override;
 
  private:
+  // A staging or target path's check: INVALID_ARGUMENT unless below the kubelet root.
+  grpc::Status Confined(const std::string& path, const char* field) const;
   // The agent volume's device, or NOT_FOUND / UNAVAILABLE (no live device).
   absl::StatusOr<std::string> LiveDevice(const std::string& volume_id);
   grpc::Status StageFilesystem(const ::csi::v1::NodeStageVolumeRequest& request,
@@ -57,6 +64,16 @@ class NodeService final : public ::csi::v1::Node::Service {
   // readonly=true raw block: a read-only loop device over `device` bound at `target`, so that
   // the kernel refuses the pod's writes while other publishes still write.
   grpc::Status PublishReadOnlyBlock(const std::string& device, const std::string& target);
+  // Every mount through which `device` is in use: its file system's, binds of its node, and
+  // binds of blk-csi's read-only loop devices over it. `except` is left out.
+  absl::StatusOr<std::vector<std::string>> UsesOf(const std::string& device,
+                                                  const std::string& except);
+  // The agent volume `volume_id`, with `volume_path` (already stat'ed into `st`) one of its
+  // mounts: NOT_FOUND, as the spec asks of NodeGetVolumeStats and NodeExpandVolume, for an
+  // unknown volume, a path that does not exist or one where the volume is not published.
+  // The volume is looked up first, so that an unknown volume is NOT_FOUND whatever the path.
+  absl::StatusOr<blk::v1::Volume> VolumeAt(const std::string& volume_id,
+                                           const std::string& volume_path, struct stat& st);
   // Detaches blk-csi's loop devices over `device` that no mount uses.
   grpc::Status ReleaseUnusedLoops(const std::string& device);
 
@@ -64,6 +81,7 @@ class NodeService final : public ::csi::v1::Node::Service {
   const std::string topology_key_;
   blk::cli::VolumeClient& agent_;
   const Mounter& mounter_;
+  const KubeletPaths& paths_;
   // Held through every state-changing call (the mounts and the agent's volumes are the state).
   absl::Mutex operations_mu_;
 };

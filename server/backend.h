@@ -90,7 +90,9 @@ class Storage {
 
 // Why a storage is opened; each storage decides what that means for it.
 enum class OpenPurpose {
-  kCreate,   // for a new device: what is missing may be made (a file storage creates its file)
+  kCreate,   // for a new volume: what is missing may be made (a file storage creates its file)
+  kReopen,   // for a volume served before whose device is gone (a reboot): its data must be
+             // there, nothing is made (its file system may not be mounted yet)
   kRecover,  // for a device the kernel still holds: its data must be there, nothing is made
 };
 

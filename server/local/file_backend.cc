@@ -66,8 +66,12 @@ absl::StatusOr<std::unique_ptr<FileStorage>> FileStorage::Open(const std::string
   struct stat st {};
   bool created = false;
   if (::stat(path.c_str(), &st) != 0) {
-    if (purpose == OpenPurpose::kRecover) {
-      return absl::ErrnoToStatus(errno, absl::StrCat("backing file ", path));
+    if (purpose != OpenPurpose::kCreate) {
+      if (errno != ENOENT) return absl::ErrnoToStatus(errno, absl::StrCat("backing file ", path));
+      return absl::NotFoundError(
+          absl::StrCat("backing file ", path,
+                       " is missing: the volume's data was there (is its file system "
+                       "mounted?); it is not re-created empty"));
     }
     if (errno != ENOENT) return PathError(path, "stat", errno);
     std::filesystem::path parent = std::filesystem::path(path).parent_path();

@@ -13,7 +13,7 @@ namespace blk::server {
 class FileStorage final : public Storage {
  public:
   // A missing regular file is created sparse at config.size_bytes (its directory must exist),
-  // except for kRecover: a device's data is never replaced by an empty file (NotFound). An
+  // for kCreate only: a volume's data is never replaced by an empty file (NotFound). An
   // existing file or block device must be at least that large. O_DIRECT is used when a probe read
   // at the device's logical block size works, buffered I/O otherwise (tmpfs, 4k-only devices).
   static absl::StatusOr<std::unique_ptr<FileStorage>> Open(const std::string& path,

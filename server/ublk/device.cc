@@ -128,10 +128,10 @@ Device::Device(const DeviceConfig& config, std::unique_ptr<ControlDevice> contro
 std::string Device::block_path() const { return absl::StrCat("/dev/ublkb", dev_id_); }
 std::string Device::char_path() const { return absl::StrCat("/dev/ublkc", dev_id_); }
 
-absl::StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceConfig& config,
-                                                       uint32_t dev_id) {
+absl::StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceConfig& config, uint32_t dev_id,
+                                                       OpenPurpose purpose) {
   if (absl::Status valid = ValidateDeviceConfig(config); !valid.ok()) return valid;
-  absl::StatusOr<std::unique_ptr<Storage>> storage = OpenStorage(config, OpenPurpose::kCreate);
+  absl::StatusOr<std::unique_ptr<Storage>> storage = OpenStorage(config, purpose);
   if (!storage.ok()) return storage.status();
   absl::StatusOr<std::unique_ptr<ControlDevice>> control = ControlDevice::Open();
   if (!control.ok()) {

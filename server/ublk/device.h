@@ -33,8 +33,11 @@ class Device {
   // InvalidArgument), then ADD_DEV, SET_PARAMS, queue threads, START_DEV. On any failure
   // everything is undone (device deleted, threads joined) and the error returned.
   // `dev_id`: the kernel id to ask for (kAnyDeviceId: the kernel picks); taken: FailedPrecondition.
+  // `purpose` kReopen: the volume was served before (its device is gone), so a missing backing
+  // file is an error, never re-created empty.
   static absl::StatusOr<std::unique_ptr<Device>> Create(const DeviceConfig& config,
-                                                        uint32_t dev_id = kAnyDeviceId);
+                                                        uint32_t dev_id = kAnyDeviceId,
+                                                        OpenPurpose purpose = OpenPurpose::kCreate);
   // Takes over device `dev_id` left by a server that exited or was killed (user recovery): waits
   // (bounded) for the kernel to quiesce it, re-opens the backend (a missing backing file is an
   // error, never re-created empty), START_USER_RECOVERY, queue threads, END_USER_RECOVERY. The

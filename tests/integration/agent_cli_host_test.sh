@@ -43,6 +43,11 @@ wait_for() {  # wait_for SECONDS COMMAND...: polls until COMMAND succeeds
   done
 }
 
+# --version: the same project version from all three binaries, and nothing started.
+versions="$(for b in blkagent blkctl blk-csi; do "$bin/$b" --version; done | sort -u)"
+[[ "$versions" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] && pass "--version: $versions from all three" ||
+  fail "--version: '$versions'"
+
 "$bin/blkagent" --socket "$socket" --state-dir "$state" --metrics-address 127.0.0.1:0 \
   >"$work/agent.log" 2>&1 &
 agent_pid=$!

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -66,9 +67,10 @@ class MounterTest : public ::testing::Test {
 
 TEST_F(MounterTest, FormatsMountsBindsAndFindsEveryUse) {
   const std::string staging = dir_ + "/staging", ro = dir_ + "/ro", node = dir_ + "/node";
-  EXPECT_EQ(*mounter_.FilesystemType(device_), "");
+  EXPECT_TRUE(mounter_.Probe(device_)->empty());
   ASSERT_TRUE(mounter_.MakeFilesystem(device_, "ext4").ok());
-  EXPECT_EQ(*mounter_.FilesystemType(device_), "ext4");
+  EXPECT_EQ(mounter_.Probe(device_)->type, "ext4");
+  EXPECT_EQ(mounter_.Probe(device_)->Describe(), "ext4");
 
   ASSERT_TRUE(mounter_.Mount(device_, staging, "ext4", {"noatime"}).ok());
   EXPECT_TRUE(*mounter_.IsMountPoint(staging));
@@ -112,6 +114,33 @@ char ReadFirstByte(const std::string& node) {
   if (::pread(fd, &byte, 1, 0) != 1) byte = 0;
   ::close(fd);
   return byte;
+}
+
+// A partitioned disk holds no file system blkid names, but it is not empty: NodeStage must
+// see the partition table and never format it.
+TEST_F(MounterTest, APartitionTableIsFoundOnADeviceWithoutAFileSystem) {
+  // A DOS (MBR) table with one Linux partition from sector 2048 on, 16 MiB long.
+  unsigned char mbr[512] = {};
+  unsigned char* entry = mbr + 446;
+  entry[4] = 0x83;
+  const uint32_t first = 2048, sectors = 32768;
+  std::memcpy(entry + 8, &first, sizeof(first));
+  std::memcpy(entry + 12, &sectors, sizeof(sectors));
+  mbr[510] = 0x55;
+  mbr[511] = 0xaa;
+  const int fd = ::open(device_.c_str(), O_WRONLY | O_DIRECT);
+  ASSERT_GE(fd, 0);
+  alignas(4096) static unsigned char block[4096];
+  std::memcpy(block, mbr, sizeof(mbr));
+  ASSERT_EQ(::pwrite(fd, block, sizeof(block), 0), static_cast<ssize_t>(sizeof(block)));
+  ::close(fd);
+
+  absl::StatusOr<DeviceContents> contents = mounter_.Probe(device_);
+  ASSERT_TRUE(contents.ok()) << contents.status();
+  EXPECT_FALSE(contents->empty());
+  EXPECT_EQ(contents->type, "");
+  EXPECT_EQ(contents->partition_table, "dos");
+  EXPECT_EQ(contents->Describe(), "a dos partition table");
 }
 
 TEST_F(MounterTest, AReadOnlyLoopRefusesWritesTheDeviceStillTakes) {

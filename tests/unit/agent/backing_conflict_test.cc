@@ -1,9 +1,12 @@
 #include "agent/backing_conflict.h"
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/agent/temp_dir.h"
 
 namespace blk::agent {
 namespace {
@@ -40,6 +43,26 @@ TEST(BackingConflictTest, TwoFileVolumesCannotShareAPath) {
   EXPECT_THAT(std::string(shared.message()), HasSubstr("volume.file.path"));
   EXPECT_THAT(std::string(shared.message()), HasSubstr("'b'"));
   EXPECT_TRUE(CheckBackingIsFree(File("c", "/img/c"), entries).ok());
+}
+
+TEST(BackingConflictTest, OneFileUnderAnotherNameIsTheSameBacking) {
+  const blk::testing::TempDir dir;
+  const std::string image = dir.path() + "/image";
+  std::ofstream(image) << "data";
+  std::filesystem::create_directory(dir.path() + "/sub");
+  std::filesystem::create_symlink(image, dir.path() + "/link");
+  std::filesystem::create_hard_link(image, dir.path() + "/hard");
+  const VolumeEntries entries = With({File("a", image)});
+  for (const std::string& alias :
+       {dir.path() + "/link", dir.path() + "/hard", dir.path() + "/sub/../image"}) {
+    absl::Status shared = CheckBackingIsFree(File("b", alias), entries);
+    EXPECT_EQ(shared.code(), absl::StatusCode::kFailedPrecondition) << alias;
+    EXPECT_THAT(std::string(shared.message()), HasSubstr("used by volume 'a' (as '" + image));
+  }
+  // Another file, and one that does not exist yet, are free.
+  std::ofstream(dir.path() + "/other") << "data";
+  EXPECT_TRUE(CheckBackingIsFree(File("b", dir.path() + "/other"), entries).ok());
+  EXPECT_TRUE(CheckBackingIsFree(File("b", dir.path() + "/new"), entries).ok());
 }
 
 TEST(BackingConflictTest, NvmeVolumesMayNotOverlapOnANamespace) {

@@ -50,8 +50,8 @@ class StatsDevice final : public VolumeDevice {
 class StatsProvisioner final : public DeviceProvisioner {
  public:
   explicit StatsProvisioner(FakeStats& stats) : stats_(stats) {}
-  absl::StatusOr<std::unique_ptr<VolumeDevice>> Provision(const v1::Volume&,
-                                                          int device_id) override {
+  absl::StatusOr<std::unique_ptr<VolumeDevice>> Provision(const v1::Volume&, int device_id,
+                                                          bool /*fresh*/) override {
     return std::make_unique<StatsDevice>(device_id, stats_);
   }
   absl::StatusOr<std::unique_ptr<VolumeDevice>> Recover(const v1::Volume&, int) override {

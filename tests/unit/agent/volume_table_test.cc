@@ -11,6 +11,7 @@
 namespace blk::agent {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
 
@@ -77,11 +78,12 @@ class FakeDevice final : public VolumeDevice {
 
 class FakeProvisioner final : public DeviceProvisioner {
  public:
-  absl::StatusOr<std::unique_ptr<VolumeDevice>> Provision(const v1::Volume& spec,
-                                                          int device_id) override {
+  absl::StatusOr<std::unique_ptr<VolumeDevice>> Provision(const v1::Volume& spec, int device_id,
+                                                          bool fresh) override {
     WaitAtGate();
     std::lock_guard lock(mutex);
     ++calls;
+    fresh_calls.push_back(fresh);
     if (!fail_with.ok()) return fail_with;
     if (device_id >= 0 && kernel.contains(device_id)) {
       return absl::AlreadyExistsError("ublk ADD_DEV: File exists");
@@ -140,6 +142,7 @@ class FakeProvisioner final : public DeviceProvisioner {
 
   std::mutex mutex;
   int calls = 0;
+  std::vector<bool> fresh_calls;  // Provision's `fresh`, call by call
   int recovered = 0;
   absl::Status fail_with;
   std::map<int, KernelDeviceState> kernel;
@@ -915,6 +918,22 @@ TEST_F(TunablesTest, UpdateSetsEachValueOnTheDeviceAndPersistsIt) {
   }
 }
 
+// Only a new volume's backing may be made: a volume re-created after a reboot, or retried
+// after a failed restore, had data, which the provisioner must find (not create empty).
+TEST_F(VolumeTableTest, OnlyANewVolumeIsProvisionedFresh) {
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
+  provisioner_.KillServer();
+  provisioner_.kernel.clear();  // a reboot: the device must be created again
+  provisioner_.fail_with = absl::NotFoundError("backing file missing");
+  Restart();
+  EXPECT_EQ(Table().Get("v1")->status().state(), v1::VOLUME_STATE_DEGRADED);
+  provisioner_.fail_with = absl::OkStatus();
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());  // the same spec again: a retry
+  EXPECT_EQ(Table().Get("v1")->status().state(), v1::VOLUME_STATE_LIVE);
+  ASSERT_TRUE(Table().Create(NullVolume("v2")).ok());
+  EXPECT_THAT(provisioner_.fresh_calls, ElementsAre(true, false, false, true));
+}
+
 TEST_F(TunablesTest, AnUpdatedRqAffinityIsAppliedAgainWhenTheDeviceIsRecreated) {
   ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
   ASSERT_TRUE(Table().Update(RqAffinityChange("v1", 0), Mask({"rq_affinity"})).ok());
@@ -1080,6 +1099,40 @@ TEST_F(ResizeTest, AnNvmeVolumeGrowsUpToItsNeighbourButNotIntoIt) {
   EXPECT_EQ(Table().Get("a")->size_bytes(), uint64_t{256} << 20);
   // The last volume on the namespace is not in anyone's way.
   EXPECT_TRUE(Table().Resize("b", uint64_t{512} << 20).ok());
+}
+
+// While an NVMe volume grows, the bytes it grows into are taken: a Create racing the Resize
+// (the device resizing, the table's lock free) cannot overlap them; after a failed growth it can.
+TEST_F(ResizeTest, ACreateDuringAGrowthCannotTakeTheBytesItGrowsInto) {
+  for (const bool growth_fails : {false, true}) {
+    SCOPED_TRACE(growth_fails ? "the growth fails" : "the growth succeeds");
+    table_.reset();
+    provisioner_.kernel.clear();
+    ASSERT_TRUE(Table().Create(NvmeVolume("a", 0, 128 << 20)).ok());
+    FakeDeviceState& a = *provisioner_.devices.at("a");
+    if (growth_fails) a.resize_error = absl::UnavailableError("no UPDATE_SIZE");
+    std::promise<void> release;
+    a.slow_gate = release.get_future().share();
+    std::future<void> entered = a.slow_entered.get_future();
+    std::thread resizer(
+        [&] { EXPECT_EQ(Table().Resize("a", uint64_t{256} << 20).ok(), !growth_fails); });
+    entered.wait();  // the device is growing; the table's lock is free
+
+    // Bounded only so that a table holding its lock fails the test instead of hanging it.
+    auto racing = std::async(std::launch::async, [&] {
+      absl::StatusOr<v1::Volume> overlap = Table().Create(NvmeVolume("b", 192 << 20, 128 << 20));
+      EXPECT_EQ(overlap.status().code(), absl::StatusCode::kFailedPrecondition);
+      EXPECT_THAT(std::string(overlap.status().message()), HasSubstr("overlap volume 'a'"));
+      EXPECT_THAT(std::string(overlap.status().message()), HasSubstr("growing"));
+    });
+    EXPECT_EQ(racing.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    release.set_value();
+    resizer.join();
+    racing.wait();
+    a.slow_gate = {};  // the table's end detaches the device: no gate there
+    EXPECT_EQ(Table().Get("a")->size_bytes(), (growth_fails ? uint64_t{128} : uint64_t{256}) << 20);
+    EXPECT_EQ(Table().Create(NvmeVolume("b", 192 << 20, 64 << 20)).ok(), growth_fails);
+  }
 }
 
 TEST_F(ResizeTest, TheSameSizeAgainChangesNothing) {

@@ -104,6 +104,14 @@ TEST(BlkctlBinary, SocketFileWithoutListenerIsUnreachableToo) {
   EXPECT_THAT(run.err, HasSubstr(socket));
 }
 
+TEST(BlkctlBinary, VersionIsTheProjectsAndNeedsNoAgent) {
+  testing::TempDir dir;
+  Process run = RunBinary(dir, {"--version"});
+  EXPECT_EQ(run.exit_status, 0);
+  EXPECT_EQ(run.out, std::string(BLK_VERSION) + "\n");
+  EXPECT_THAT(run.err, IsEmpty());
+}
+
 TEST(BlkctlBinary, UsageErrorExitsTwo) {
   testing::TempDir dir;
   Process run = RunBinary(dir, {"--socket", dir.path() + "/unused.sock", "create-volume", "v1",

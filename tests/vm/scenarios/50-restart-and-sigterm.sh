@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # SIGTERM with --on-exit delete stops every device and leaves nothing behind;
-# a restarted agent brings the persisted volumes back with their data. (The
+# a restarted agent brings the persisted volumes back with their data; one
+# whose image file is missing (a file system not mounted yet after a reboot)
+# stays degraded, is not re-created empty, and comes back when the file does. (The
 # default, leaving devices for the next agent, is 71-sigterm-upgrade-under-fio.)
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -15,10 +17,32 @@ expect_eq "ublk devices after SIGTERM" 0 "$(find /dev -maxdepth 1 -name 'ublk[bc
 expect_eq "blkagent processes after SIGTERM" 0 "$(pgrep -c -x blkagent || true)"
 [[ ! -e "$AGENT_SOCKET" ]] || fail "the socket is still there after SIGTERM"
 
+live_volumes() {
+  ctl list-volumes -o json | jq -r '[.volumes[] | select(.status.state == "VOLUME_STATE_LIVE") | .id] | join(",")'
+}
+
+# As after a reboot whose file system with the images is not mounted yet: the volume must wait,
+# degraded, for its data, never be re-created over an empty file.
+step "restart with persist's image gone: degraded, nothing re-created"
+mv "$WORK/persist.img" "$WORK/persist.img.away"
+start_agent --on-exit delete
+expect_eq "live volumes without persist's image" "scratch" "$(live_volumes)"
+expect_eq "persist's state" "VOLUME_STATE_DEGRADED" \
+  "$(ctl get-volume persist -o json | jq -r .volume.status.state)"
+ctl get-volume persist -o json | jq -r .volume.status.message | grep -q "not re-created empty" ||
+  fail "persist's degraded message does not say why: $(ctl get-volume persist -o json)"
+[[ ! -e "$WORK/persist.img" ]] || fail "the agent created a new, empty persist.img"
+
+step "the image is back: persist comes back by itself, with its data"
+mv "$WORK/persist.img.away" "$WORK/persist.img"
+all_live() { [[ "$(live_volumes)" == "persist,scratch" ]]; }
+wait_for "persist live again" 90 all_live
+fio_check_pattern "$(volume_device persist)" 32M
+stop_agent
+
 step "restart: the volumes come back"
 start_agent --on-exit delete
-expect_eq "volumes after restart" "persist,scratch" \
-  "$(ctl list-volumes -o json | jq -r '[.volumes[] | select(.status.state == "VOLUME_STATE_LIVE") | .id] | join(",")')"
+expect_eq "volumes after restart" "persist,scratch" "$(live_volumes)"
 fio_check_pattern "$(volume_device persist)" 32M
 
 ctl delete-volume persist

@@ -6,7 +6,9 @@
 # unstaged (the agent volume deleted), staged again with its data still
 # there; a raw block volume the same way with dd; every call made twice
 # (idempotent); missing required fields, a conflicting restage and an unstage
-# of a still-published volume refused with the spec's codes; read-only: a
+# of a still-published volume refused with the spec's codes; a disk holding a
+# partition table neither formatted nor mounted (its bytes unchanged, no
+# agent volume left); read-only: a
 # reader-only access mode stages the volume read-only (ro mount, ro device), a
 # readonly publish of a raw block volume staged read-write refuses the pod's
 # writes (a read-only loop device) while a read-write publish still writes,
@@ -103,6 +105,21 @@ expect_fail_with INVALID_ARGUMENT "unstage without staging_target_path" \
 expect_fail_with INVALID_ARGUMENT "stats without volume_path" \
   csi NodeGetVolumeStats 'volume_id: "x"'
 expect_eq "agent volumes after refusals" 0 "$(agent_volumes)"
+
+step "a disk that holds a partition table is neither formatted nor mounted"
+parted_image="$WORK/parted.img"
+truncate -s 16M "$parted_image"
+# A DOS (MBR) table: one Linux partition (type 0x83) at sector 2048, 28672 sectors long.
+printf '\203' | dd of="$parted_image" bs=1 seek=450 conv=notrunc status=none
+printf '\000\010\000\000\000\160\000\000' |
+  dd of="$parted_image" bs=1 seek=454 conv=notrunc status=none
+printf '\125\252' | dd of="$parted_image" bs=1 seek=510 conv=notrunc status=none
+parted_before="$(sha256sum <"$parted_image")"
+expect_fail_with "FAILED_PRECONDITION.*holds a dos partition table" "stage of a partitioned disk" \
+  csi NodeStageVolume "$(stage_request parted ext4 "file://$parted_image" 16Mi)"
+expect_eq "the partitioned disk unchanged" "$parted_before" "$(sha256sum <"$parted_image")"
+mounted "$WORK/staging/parted" && fail "the partitioned disk is mounted"
+expect_eq "agent volumes after the refused stage" 0 "$(agent_volumes)"
 
 step "filesystem volume: stage (mkfs ext4 + mount), twice"
 fs_image="$WORK/fs.img"

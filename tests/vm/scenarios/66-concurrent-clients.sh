@@ -299,8 +299,8 @@ main() {
     # before they are served leaves them held for a recovery that cannot start, since the thread
     # that sent START_DEV waits for it in the kernel (seen here: iou-wrk in read_part_sector under
     # ublk_ctrl_start_dev, the gRPC thread in io_uring_cancel_generic). 7.x scans from a work
-    # item. A kernel defect the agent cannot avoid without giving up user recovery (README).
-    echo "skip: the kill -9 round (6.12 can hang a server killed inside START_DEV, see README)"
+    # item. A kernel defect the agent cannot avoid without giving up user recovery (docs/kernels.md).
+    echo "skip: the kill -9 round (6.12 can hang a server killed inside START_DEV, see docs/kernels.md)"
     stop_agent
     return
   fi

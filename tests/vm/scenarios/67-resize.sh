@@ -86,7 +86,7 @@ ctl delete-volume raw >/dev/null
 step "CSI: NodeExpandVolume grows a published ext4 volume online"
 mkdir -p "$WORK/csi"
 blk-csi --endpoint "unix://$CSI_SOCKET" --agent-socket "$AGENT_SOCKET" --node-id vm-node \
-  >>"$LOG_DIR/blk-csi.log" 2>&1 &
+  --kubelet-root "$WORK" >>"$LOG_DIR/blk-csi.log" 2>&1 &
 CSI_PID=$!
 on_exit stop_csi
 on_exit unmount_all

@@ -5,7 +5,8 @@
 # call idempotent (stage, publish, unpublish, unstage twice; unstage and
 # unpublish of what is not there); plugin info, capabilities (exactly what is
 # served), probe, node info; NodeGetVolumeStats and NodeExpandVolume NOT_FOUND
-# for an unknown volume or path; a filesystem and a raw block volume through
+# for an unknown volume or path (or one the volume is not published at); staging and target
+# paths outside the kubelet root, with '..' or through a symbolic link refused; a filesystem and a raw block volume through
 # their whole life (read-only publishes included); the reader-only access
 # modes. All checks run on one channel by one blk_csi_client (--checks): one
 # line per check, PASS or FAIL.
@@ -72,6 +73,9 @@ check "expand: negative required_bytes" NodeExpandVolume INVALID_ARGUMENT "volum
 check "stats: unknown volume" NodeGetVolumeStats NOT_FOUND "volume_id: \"unknown\" volume_path: \"$S\""
 check "stats: unknown path" NodeGetVolumeStats NOT_FOUND "volume_id: \"unknown\" volume_path: \"$S/none\""
 check "expand: unknown volume" NodeExpandVolume NOT_FOUND "volume_id: \"unknown\" volume_path: \"$S\""
+# csi-sanity's own paths are relative: the volume is looked up first, so NOT_FOUND all the same.
+check "stats: unknown volume, relative path" NodeGetVolumeStats NOT_FOUND 'volume_id: "unknown" volume_path: "some/path"'
+check "expand: unknown volume, relative path" NodeExpandVolume NOT_FOUND 'volume_id: "unknown" volume_path: "some/path"'
 check "publish: volume not staged" NodePublishVolume NOT_FOUND "$(publish unknown ext4 "$S/pods/x" false)"
 check "unpublish: nothing published there" NodeUnpublishVolume OK "$(unpublish unknown "$S/pods/x")"
 check "unstage: unknown volume" NodeUnstageVolume OK "$(unstage unknown)"
@@ -91,7 +95,26 @@ for i in 1 2; do
     "volume_id: \"vfs\" volume_path: \"$S/pods/a\" capacity_range { required_bytes: $((16 << 20)) }" \
     "=capacity_bytes: $((16 << 20))"
 done
+# Paths the kubelet would never send: outside its root (blk-csi runs with --kubelet-root $WORK),
+# with '..', or through a symbolic link ($S/pods/link points outside): refused, nothing made.
+check "publish fs: target outside the kubelet root" NodePublishVolume INVALID_ARGUMENT \
+  "$(publish vfs ext4 /var/tmp/blk-escape false)"
+check "publish fs: target with '..'" NodePublishVolume INVALID_ARGUMENT \
+  "$(publish vfs ext4 "$S/pods/../../../var/tmp/blk-escape" false)"
+check "publish fs: target through a symbolic link" NodePublishVolume FAILED_PRECONDITION \
+  "$(publish vfs ext4 "$S/pods/link/a" false)"
+check "publish block: target through a symbolic link" NodePublishVolume FAILED_PRECONDITION \
+  "$(publish vfs block "$S/pods/link/file" false)"
+check "stage: staging path outside the kubelet root" NodeStageVolume INVALID_ARGUMENT \
+  "volume_id: \"vout\" staging_target_path: \"/var/tmp/blk-escape\" $(capability ext4) $(ctx vout 16Mi)"
 check "expand fs: unknown path" NodeExpandVolume NOT_FOUND "volume_id: \"vfs\" volume_path: \"$S/pods/none\""
+# A path that exists, but where this volume is not published.
+check "stats fs: a path it is not published at" NodeGetVolumeStats NOT_FOUND "volume_id: \"vfs\" volume_path: \"$S\""
+check "expand fs: a path it is not published at" NodeExpandVolume NOT_FOUND \
+  "volume_id: \"vfs\" volume_path: \"$S\" capacity_range { required_bytes: $((32 << 20)) }"
+check "expand fs: still 16 MiB after the refused expand" NodeExpandVolume OK \
+  "volume_id: \"vfs\" volume_path: \"$S/pods/a\" capacity_range { required_bytes: $((16 << 20)) }" \
+  "=capacity_bytes: $((16 << 20))"
 check "unstage fs while published" NodeUnstageVolume FAILED_PRECONDITION "$(unstage vfs)"
 for i in 1 2; do
   check "unpublish fs #$i" NodeUnpublishVolume OK "$(unpublish vfs "$S/pods/a")"
@@ -132,10 +155,16 @@ for i in 1 2; do check "unstage reader-only block #$i" NodeUnstageVolume OK "$(u
 start_agent
 start_csi
 
+outside="$WORK/outside"
+mkdir -p "$outside" "$S/pods"
+ln -s "$outside" "$S/pods/link"
+
 step "$(grep -c . "$CHECKS") checks on one channel"
 csi --checks "$CHECKS" || fail "sanity checks failed (FAIL lines above)"
 
 step "nothing left behind"
+expect_eq "entries made through the symbolic link" "" "$(ls -A "$outside")"
+[[ ! -e /var/tmp/blk-escape ]] || fail "a path outside the kubelet root was created"
 expect_eq "mounts under $S" 0 "$(findmnt -rn -o TARGET | grep -c "^$S/")"
 expect_eq "agent volumes" 0 "$(ctl list-volumes -o json | jq '.volumes | length')"
 expect_eq "loop devices over ublk devices" 0 \

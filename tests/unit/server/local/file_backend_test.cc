@@ -286,12 +286,17 @@ TEST_F(FileBackendTest, AReadOnlyDeviceOpensItsFileReadOnlyAndReads) {
             std::vector<char>(4096, 'r'));
 }
 
-TEST_F(FileBackendTest, OpenedForRecoveryAMissingFileIsNotFoundAndNotCreated) {
-  absl::StatusOr<std::unique_ptr<FileStorage>> storage =
-      FileStorage::Open(path_, config_, OpenPurpose::kRecover);
-  ASSERT_EQ(storage.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_NE(storage.status().message().find(path_), absl::string_view::npos);
-  EXPECT_FALSE(fs::exists(path_));
+// Recovering a live device, or re-creating one after a reboot (its file system not mounted
+// yet, say): the data was there, so a missing file is an error, never a new empty one.
+TEST_F(FileBackendTest, OpenedForRecoveryOrReopenAMissingFileIsNotFoundAndNotCreated) {
+  for (OpenPurpose purpose : {OpenPurpose::kRecover, OpenPurpose::kReopen}) {
+    absl::StatusOr<std::unique_ptr<FileStorage>> storage =
+        FileStorage::Open(path_, config_, purpose);
+    ASSERT_EQ(storage.status().code(), absl::StatusCode::kNotFound);
+    EXPECT_NE(storage.status().message().find(path_), absl::string_view::npos);
+    EXPECT_NE(storage.status().message().find("not re-created empty"), absl::string_view::npos);
+    EXPECT_FALSE(fs::exists(path_));
+  }
 }
 
 TEST_F(FileBackendTest, OpenedForRecoveryAnExistingFileServesItsData) {

@@ -5,10 +5,30 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "agent/nvme_volume.h"
 
 namespace blk::agent {
 namespace {
+
+// One backing under two names (a symbolic link, a hard link, '..', a /dev/disk/by-id alias, another
+// node of the same device): device nodes compared by device number, files by inode.
+bool SameBacking(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  struct stat sa {};
+  struct stat sb {};
+  if (::stat(a.c_str(), &sa) != 0 || ::stat(b.c_str(), &sb) != 0) return false;
+  if (S_ISCHR(sa.st_mode) || S_ISBLK(sa.st_mode)) {
+    return (sa.st_mode & S_IFMT) == (sb.st_mode & S_IFMT) && sa.st_rdev == sb.st_rdev;
+  }
+  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+// Whether two nvme specs name the same namespace and their byte ranges intersect.
+bool NvmeVolumesOverlap(const v1::Volume& a, const v1::Volume& b) {
+  if (!SameBacking(a.nvme().path(), b.nvme().path())) return false;
+  const uint64_t a_start = a.nvme().offset_bytes();
+  const uint64_t b_start = b.nvme().offset_bytes();
+  return a_start < b_start + b.size_bytes() && b_start < a_start + a.size_bytes();
+}
 
 absl::Status CheckNvmeRangeIsFree(const v1::Volume& spec, const VolumeEntries& volumes) {
   for (const auto& [id, entry] : volumes) {
@@ -28,21 +48,10 @@ absl::Status CheckNvmeRangeIsFree(const v1::Volume& spec, const VolumeEntries& v
   return absl::OkStatus();
 }
 
-// One file under two names (a symbolic link, a hard link, '..', a /dev/disk/by-id alias of a
-// block device) is one backing: compared by inode, or by device number for block devices.
-bool SameFileBacking(const std::string& a, const std::string& b) {
-  if (a == b) return true;
-  struct stat sa {};
-  struct stat sb {};
-  if (::stat(a.c_str(), &sa) != 0 || ::stat(b.c_str(), &sb) != 0) return false;
-  if (S_ISBLK(sa.st_mode) && S_ISBLK(sb.st_mode)) return sa.st_rdev == sb.st_rdev;
-  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 absl::Status CheckFileIsFree(const v1::Volume& spec, const VolumeEntries& volumes) {
   for (const auto& [id, entry] : volumes) {
     if (id != spec.id() && entry.volume.backend_case() == v1::Volume::kFile &&
-        SameFileBacking(entry.volume.file().path(), spec.file().path())) {
+        SameBacking(entry.volume.file().path(), spec.file().path())) {
       const std::string& other = entry.volume.file().path();
       return absl::FailedPreconditionError(absl::StrCat(
           "volume.file.path: '", spec.file().path(), "' is already used by volume '", id, "'",

@@ -1,21 +1,8 @@
 #include "agent/nvme_volume.h"
 
-#include <sys/stat.h>
-
 #include "absl/strings/str_cat.h"
 
 namespace blk::agent {
-namespace {
-
-bool SameCharDevice(const std::string& a, const std::string& b) {
-  if (a == b) return true;
-  struct stat sa {};
-  struct stat sb {};
-  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && S_ISCHR(sa.st_mode) &&
-         S_ISCHR(sb.st_mode) && sa.st_rdev == sb.st_rdev;
-}
-
-}  // namespace
 
 NvmeNamespaceProbe RealNvmeNamespaceProbe() {
   return [](const std::string& path) { return server::ProbeNvmeNamespace(path); };
@@ -57,14 +44,6 @@ absl::Status ResolveNvmeVolume(v1::Volume& spec, const NvmeNamespaceProbe& probe
                      room, " from the offset on)"));
   }
   return absl::OkStatus();
-}
-
-bool NvmeVolumesOverlap(const v1::Volume& a, const v1::Volume& b) {
-  if (!a.has_nvme() || !b.has_nvme()) return false;
-  if (!SameCharDevice(a.nvme().path(), b.nvme().path())) return false;
-  const uint64_t a_start = a.nvme().offset_bytes();
-  const uint64_t b_start = b.nvme().offset_bytes();
-  return a_start < b_start + b.size_bytes() && b_start < a_start + a.size_bytes();
 }
 
 }  // namespace blk::agent

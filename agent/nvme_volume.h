@@ -26,8 +26,4 @@ NvmeNamespaceProbe RealNvmeNamespaceProbe();
 // code (a metadata format is FAILED_PRECONDITION), prefixed with the field.
 absl::Status ResolveNvmeVolume(v1::Volume& spec, const NvmeNamespaceProbe& probe);
 
-// Whether two nvme specs name the same namespace (the same path, or the same char device through
-// another path) and their byte ranges intersect.
-bool NvmeVolumesOverlap(const v1::Volume& a, const v1::Volume& b);
-
 }  // namespace blk::agent

@@ -11,7 +11,7 @@
 # status a test may not see); a report file left there fails the run. Suppressions, for
 # third-party code only, are in tests/sanitize/.
 # Usage: scripts/sanitize.sh asan|tsan [build|test|all [CTEST ARGS...]]   (default all;
-# ci-checks.sh builds the asan dir before clang-tidy and tests it afterwards). CTEST ARGS narrow
+# scripts/test.sh builds, then tests, each tree as a phase of its own). CTEST ARGS narrow
 # the tests further, e.g. scripts/sanitize.sh asan test -R Nbd. A unity build (CMAKE_UNITY_BUILD: a
 # third of the compile time) unless BLK_UNITY_BUILD=OFF. Tests run $(nproc) at a time; those that
 # share a machine resource (loopback ports picked free, loop devices) hold a ctest RESOURCE_LOCK.

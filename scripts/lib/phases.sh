@@ -38,7 +38,7 @@ phase_report() {
   awk -v wall=$(($(date +%s) - BLK_RUN_STARTED)) '{
       printf "  %-24s %5ds  %3dm%02ds%s\n", $1, $2, $2 / 60, $2 % 60, ($3 == 0 ? "" : "  (failed)")
     }
-    END { printf "  %-24s %5ds  %3dm%02ds  (wall clock; the VM scenarios overlap the host phases)\n", "total", wall, wall / 60, wall % 60 }' \
+    END { printf "  %-24s %5ds  %3dm%02ds  (wall clock)\n", "total", wall, wall / 60, wall % 60 }' \
     "$BLK_PHASE_LOG"
   cat "$BLK_PHASE_LOG.out"/*.log 2>/dev/null | awk '
     /tests passed, [0-9]+ tests? failed out of [0-9]+/ {

@@ -18,8 +18,6 @@
 #                    guest keeps about one host core busy, its scenarios wait a lot)
 #   BLK_VM_RESULTS   where the VM outputs go (default BUILD_DIR/vm-results)
 #   BLK_VM_TIMEOUT   seconds per VM (default 2400)
-#   BLK_VM_QUIET     1: the guests' output only in their guest.log (default: also
-#                    streamed here, each line prefixed with its kernel)
 #   BLK_SCENARIO_TIMEOUT, BLK_SCENARIO_DIR: passed on to all.sh
 set -euo pipefail
 
@@ -63,7 +61,7 @@ main() {
 
   # boot KERNEL: runs the suite in one VM of that flavour; its exit status goes to OUT/vm-status.
   boot() {
-    local kernel="$1" out="$results_root/$1" attempt vm_status quiet
+    local kernel="$1" out="$results_root/$1" attempt vm_status
     # A guest that dies before its scenarios start (seen once: an int3 oops while the kernel
     # patched its own text at boot under multi-threaded TCG) is booted once more; the first
     # console log is kept beside the second.
@@ -75,9 +73,7 @@ main() {
       fi
       truncate -s 256M "$out/nvme-512.img" "$out/nvme-4k.img"
       vm_status=0
-      quiet=()
-      [[ ${BLK_VM_QUIET:-0} == 1 ]] && quiet=(--quiet)
-      "$here/run-vm.sh" "${quiet[@]}" --kernel "$kernel" --out "$out" --timeout "${BLK_VM_TIMEOUT:-2400}" \
+      "$here/run-vm.sh" --kernel "$kernel" --out "$out" --timeout "${BLK_VM_TIMEOUT:-2400}" \
         --nvme "$out/nvme-512.img:512" --nvme "$out/nvme-4k.img:4096" \
         --keep "$build_dir" --keep "$scenario_dir" \
         -- "$here/scenarios/all.sh" "$build_dir" || vm_status=$?

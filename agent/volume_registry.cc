@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "agent/atomic_file.h"
 #include "agent/volume_validation.h"
+#include "common/atomic_file.h"
 
 namespace blk::agent {
 namespace {

@@ -6,7 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "cli/size_parse.h"
-#include "uri/percent_decode.h"
+#include "common/percent_decode.h"
 
 namespace blk::cli {
 namespace {
@@ -14,7 +14,7 @@ namespace {
 constexpr absl::string_view kSchemeSeparator = "://";
 
 absl::StatusOr<std::string> DecodePath(absl::string_view uri, absl::string_view encoded) {
-  absl::StatusOr<std::string> decoded = blk::uri::PercentDecode(encoded);
+  absl::StatusOr<std::string> decoded = blk::PercentDecode(encoded);
   if (!decoded.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("backend URI '", uri, "': ", decoded.status().message()));

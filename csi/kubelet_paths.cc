@@ -19,8 +19,6 @@
 namespace blk::csi {
 namespace {
 
-using server::UniqueFd;
-
 // Opens `name` (one component) below `dir` as O_PATH without following a symbolic link.
 int OpenComponent(int dir, const std::string& name) {
   open_how how{};

@@ -4,7 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "server/unique_fd.h"
+#include "common/unique_fd.h"
 
 namespace blk::csi {
 
@@ -33,13 +33,13 @@ class KubeletPaths {
   absl::Status Remove(const std::string& path) const;
 
   // An O_PATH descriptor of `path` (which must exist) reached without symbolic links.
-  absl::StatusOr<server::UniqueFd> Open(const std::string& path) const;
+  absl::StatusOr<UniqueFd> Open(const std::string& path) const;
 
  private:
   // The parent directory of `path` (created when `create`) as an O_PATH descriptor, and the
   // last component's name in `leaf`.
-  absl::StatusOr<server::UniqueFd> OpenParent(const std::string& path, bool create,
-                                              std::string* leaf) const;
+  absl::StatusOr<UniqueFd> OpenParent(const std::string& path, bool create,
+                                      std::string* leaf) const;
 
   std::string root_;
 };

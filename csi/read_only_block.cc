@@ -17,12 +17,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "server/unique_fd.h"
+#include "common/unique_fd.h"
 
 namespace blk::csi {
 namespace {
 
-using blk::server::UniqueFd;
+using blk::UniqueFd;
 
 // Another process may take the free loop device between LOOP_CTL_GET_FREE and
 // LOOP_CONFIGURE (EBUSY); the next free one is asked for then.

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "common/unique_fd.h"
 #include "server/backend.h"
-#include "server/unique_fd.h"
 
 namespace blk::server {
 

@@ -5,9 +5,9 @@
 #include <chrono>
 
 #include "absl/status/statusor.h"
+#include "common/unique_fd.h"
 #include "server/nbd/protocol.h"
 #include "server/nbd/uri.h"
-#include "server/unique_fd.h"
 
 namespace blk::server::nbd {
 

@@ -10,9 +10,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/unique_fd.h"
 #include "server/nbd/handshake.h"
 #include "server/nbd/uri.h"
-#include "server/unique_fd.h"
 
 namespace blk::server::nbd {
 

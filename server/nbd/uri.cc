@@ -3,7 +3,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "uri/percent_decode.h"
+#include "common/percent_decode.h"
 
 namespace blk::server::nbd {
 namespace {
@@ -13,7 +13,7 @@ absl::Status Invalid(absl::string_view uri, absl::string_view why) {
 }
 
 absl::StatusOr<std::string> Decode(absl::string_view uri, absl::string_view encoded) {
-  absl::StatusOr<std::string> decoded = blk::uri::PercentDecode(encoded);
+  absl::StatusOr<std::string> decoded = blk::PercentDecode(encoded);
   if (!decoded.ok()) return Invalid(uri, decoded.status().message());
   return decoded;
 }

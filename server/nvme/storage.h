@@ -5,11 +5,11 @@
 #include <memory>
 #include <string>
 
+#include "common/unique_fd.h"
 #include "server/backend.h"
 #include "server/backend_config.h"
 #include "server/nvme/command.h"
 #include "server/ublk/device_config.h"
-#include "server/unique_fd.h"
 
 namespace blk::server {
 

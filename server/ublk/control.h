@@ -9,8 +9,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/unique_fd.h"
 #include "server/ublk/abi.h"
-#include "server/unique_fd.h"
 
 namespace blk::server {
 

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/unique_fd.h"
 #include "server/backend.h"
 #include "server/backend_config.h"
 #include "server/ublk/control.h"
@@ -20,7 +21,6 @@
 #include "server/ublk/queue_stats.h"
 #include "server/ublk/queue_sysfs.h"
 #include "server/ublk/rq_affinity.h"
-#include "server/unique_fd.h"
 
 namespace blk::server {
 

@@ -11,13 +11,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/unique_fd.h"
 #include "server/backend.h"
 #include "server/mapping.h"
 #include "server/ublk/abi.h"
 #include "server/ublk/batch_io.h"
 #include "server/ublk/queue_stats.h"
 #include "server/ublk/ring.h"
-#include "server/unique_fd.h"
 
 namespace blk::server {
 

@@ -8,7 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "server/unique_fd.h"
+#include "common/unique_fd.h"
 
 namespace blk::server {
 

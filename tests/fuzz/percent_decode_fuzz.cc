@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
-#include "uri/percent_decode.h"
+#include "common/percent_decode.h"
 
 namespace {
 
@@ -24,7 +24,7 @@ std::string EscapeAll(const std::string& bytes, bool upper) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  absl::StatusOr<std::string> decoded = blk::uri::PercentDecode(text);
+  absl::StatusOr<std::string> decoded = blk::PercentDecode(text);
   const bool has_nul = text.find('\0') != std::string::npos;
   if (!decoded.ok()) {
     if (decoded.status().code() != absl::StatusCode::kInvalidArgument) abort();
@@ -36,7 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (decoded->size() > text.size()) abort();
   if (text.find('%') == std::string::npos && *decoded != text) abort();
   for (bool upper : {false, true}) {
-    absl::StatusOr<std::string> again = blk::uri::PercentDecode(EscapeAll(*decoded, upper));
+    absl::StatusOr<std::string> again = blk::PercentDecode(EscapeAll(*decoded, upper));
     if (!again.ok() || *again != *decoded) abort();
   }
   return 0;

@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "prometheus/text_serializer.h"
-#include "tests/unit/agent/temp_dir.h"
+#include "tests/unit/temp_dir.h"
 
 namespace blk::agent {
 namespace {

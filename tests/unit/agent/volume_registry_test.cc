@@ -3,10 +3,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "agent/atomic_file.h"
+#include "common/atomic_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/unit/agent/temp_dir.h"
+#include "tests/unit/temp_dir.h"
 
 namespace blk::agent {
 namespace {

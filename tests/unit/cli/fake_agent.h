@@ -24,6 +24,7 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
+#include "tests/unit/temp_dir.h"
 
 namespace blk::cli::testing {
 
@@ -235,27 +236,7 @@ class FakeVolumeService final : public blk::v1::VolumeService::Service {
   blk::v1::ResizeVolumeRequest last_resize_;
 };
 
-// A temporary directory removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/blkctl-test-XXXXXX";
-    const char* made = mkdtemp(pattern);
-    if (made == nullptr) ADD_FAILURE() << "mkdtemp failed";
-    path_ = made == nullptr ? "" : made;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using blk::testing::TempDir;
 
 class FakeAgent {
  public:

@@ -7,8 +7,8 @@
 
 #include <cerrno>
 
+#include "common/unique_fd.h"
 #include "gtest/gtest.h"
-#include "server/unique_fd.h"
 #include "tests/unit/server/recording_completer.h"
 
 namespace blk::server::nbd {

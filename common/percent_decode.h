@@ -7,7 +7,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace blk::uri {
+namespace blk {
 
 // Replaces every "%XY" (two hex digits, either case) by the byte 0xXY; every other character,
 // '+' included, stays as it is. Refuses, with INVALID_ARGUMENT naming the text: a '%' not followed
@@ -16,4 +16,4 @@ namespace blk::uri {
 // them short.
 absl::StatusOr<std::string> PercentDecode(absl::string_view text);
 
-}  // namespace blk::uri
+}  // namespace blk

@@ -4,7 +4,7 @@
 
 #include "absl/status/status.h"
 
-namespace blk::agent {
+namespace blk {
 
 // Replaces `path` with `contents` so that a crash leaves either the old or the
 // new file, never a torn one: write a temporary file, fsync it, rename it over
@@ -14,4 +14,4 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view conte
 // Removes `path` durably (unlink + fsync of the directory). A missing file is OK.
 absl::Status RemoveFileDurably(const std::string& path);
 
-}  // namespace blk::agent
+}  // namespace blk

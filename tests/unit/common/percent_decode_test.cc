@@ -1,11 +1,11 @@
-#include "uri/percent_decode.h"
+#include "common/percent_decode.h"
 
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace blk::uri {
+namespace blk {
 namespace {
 
 using ::testing::HasSubstr;
@@ -71,4 +71,4 @@ TEST(PercentDecode, RefusesANulInTheTextItself) {
 }
 
 }  // namespace
-}  // namespace blk::uri
+}  // namespace blk

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <stdlib.h>
+
 #include <filesystem>
 #include <string>
 
@@ -16,6 +18,9 @@ class TempDir {
     std::error_code ignored;
     std::filesystem::remove_all(path_, ignored);
   }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
   const std::string& path() const { return path_; }
 
  private:

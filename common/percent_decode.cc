@@ -1,10 +1,10 @@
-#include "uri/percent_decode.h"
+#include "common/percent_decode.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 
-namespace blk::uri {
+namespace blk {
 namespace {
 
 int HexValue(char c) {
@@ -46,4 +46,4 @@ absl::StatusOr<std::string> PercentDecode(absl::string_view text) {
   return decoded;
 }
 
-}  // namespace blk::uri
+}  // namespace blk

@@ -1,4 +1,4 @@
-#include "agent/atomic_file.h"
+#include "common/atomic_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace blk::agent {
+namespace blk {
 namespace {
 
 absl::Status SyncDirectoryOf(const std::string& path) {
@@ -62,4 +62,4 @@ absl::Status RemoveFileDurably(const std::string& path) {
   return SyncDirectoryOf(path);
 }
 
-}  // namespace blk::agent
+}  // namespace blk

@@ -4,7 +4,7 @@
 
 #include <utility>
 
-namespace blk::server {
+namespace blk {
 
 // Owns a file descriptor; closes it once.
 class UniqueFd {
@@ -34,4 +34,4 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-}  // namespace blk::server
+}  // namespace blk

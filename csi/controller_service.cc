@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -9,6 +10,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
+#include "csi/backing_file.h"
+#include "csi/backing_template.h"
 #include "csi/grpc_status.h"
 #include "csi/volume_capability.h"
 #include "csi/volume_context.h"
@@ -101,8 +105,11 @@ bool NoSuchVolume(const absl::Status& status) {
 }  // namespace
 
 ControllerService::ControllerService(std::string node_id, std::string topology_key,
-                                     blk::cli::VolumeClient& agent)
-    : node_id_(std::move(node_id)), topology_key_(std::move(topology_key)), agent_(agent) {}
+                                     blk::cli::VolumeClient& agent, ProvisionedVolumes volumes)
+    : node_id_(std::move(node_id)),
+      topology_key_(std::move(topology_key)),
+      agent_(agent),
+      volumes_(std::move(volumes)) {}
 
 grpc::Status ControllerService::CheckTopology(const ::csi::v1::CreateVolumeRequest& request) const {
   const auto& requisite = request.accessibility_requirements().requisite();
@@ -136,7 +143,31 @@ grpc::Status ControllerService::CreateVolume(grpc::ServerContext*,
   if (grpc::Status placed = CheckTopology(*request); !placed.ok()) return placed;
 
   const std::string volume_id = VolumeIdForName(request->name());
-  std::map<std::string, std::string> context = OwnParameters(request->parameters());
+  const std::map<std::string, std::string> parameters = OwnParameters(request->parameters());
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<std::optional<ProvisionedVolume>> recorded = volumes_.Find(volume_id);
+  if (!recorded.ok()) return ToGrpc(recorded.status());
+  if (recorded->has_value()) {
+    grpc::Status same = CheckSameVolume(*request, parameters, **recorded);
+    if (!same.ok()) return same;
+    // Made by an earlier call that may have stopped between its record and its file.
+    if (!(*recorded)->created_file().empty()) {
+      absl::Status made =
+          CreateBackingFile((*recorded)->created_file(), (*recorded)->capacity_bytes());
+      if (!made.ok()) return ToGrpc(made);
+    }
+    Answer(**recorded, response);
+    return grpc::Status::OK;
+  }
+
+  std::map<std::string, std::string> context = parameters;
+  if (const auto backend = context.find(kBackendKey); backend != context.end()) {
+    absl::StatusOr<std::string> own = BackendForVolume(backend->second, volume_id);
+    if (!own.ok()) {
+      return InvalidArgument(absl::StrCat("StorageClass parameters: ", own.status().message()));
+    }
+    backend->second = *std::move(own);
+  }
   absl::StatusOr<blk::v1::Volume> from_class = VolumeFromContext(volume_id, context);
   if (!from_class.ok()) {
     return InvalidArgument(
@@ -146,43 +177,102 @@ grpc::Status ControllerService::CreateVolume(grpc::ServerContext*,
   if (grpc::Status sized = ResolveSize(*request, *from_class, &size); !sized.ok()) return sized;
   if (size != 0) context[kSizeKey] = absl::StrCat(size);
 
-  // A volume of this id staged here already is the name's earlier answer: another size now
-  // is another volume under the same name.
+  // A volume of this id staged here without a record (a PersistentVolume made by hand under
+  // this name) is not this controller's to hand out.
   blk::v1::GetVolumeRequest get;
   get.set_id(volume_id);
   absl::StatusOr<blk::v1::GetVolumeResponse> existing = agent_.GetVolume(get);
   if (!existing.ok() && !NoSuchVolume(existing.status())) return ToGrpc(existing.status());
-  if (existing.ok() && size != 0 &&
-      existing->volume().size_bytes() != static_cast<uint64_t>(size)) {
+  if (existing.ok()) {
     return grpc::Status(
         grpc::StatusCode::ALREADY_EXISTS,
-        absl::StrCat("volume ", volume_id, " (name '", request->name(), "') exists on node ",
-                     node_id_, " with ", existing->volume().size_bytes(), " bytes, not ", size));
+        absl::StrCat("volume ", volume_id, " (name '", request->name(), "') is staged on node ",
+                     node_id_, " but was not provisioned by this controller"));
   }
 
-  ::csi::v1::Volume& volume = *response->mutable_volume();
+  ProvisionedVolume volume;
+  volume.set_name(request->name());
   volume.set_volume_id(volume_id);
   volume.set_capacity_bytes(size);
+  volume.mutable_parameters()->insert(parameters.begin(), parameters.end());
   volume.mutable_volume_context()->insert(context.begin(), context.end());
-  (*volume.add_accessible_topology()->mutable_segments())[topology_key_] = node_id_;
+  if (from_class->has_file()) volume.set_created_file(from_class->file().path());
+  // The record first: a crash between the two leaves a record whose file the next call (or
+  // DeleteVolume) finishes, never a file no record owns.
+  if (absl::Status saved = volumes_.Save(volume); !saved.ok()) return ToGrpc(saved);
+  if (!volume.created_file().empty()) {
+    if (absl::Status made = CreateBackingFile(volume.created_file(), size); !made.ok()) {
+      // Not ours to remove later: drop the record that would claim it.
+      if (absl::Status dropped = volumes_.Remove(volume_id); !dropped.ok()) {
+        return ToGrpc(absl::Status(
+            made.code(), absl::StrCat(made.message(), "; the record stays: ", dropped.message())));
+      }
+      return ToGrpc(made);
+    }
+  }
+  Answer(volume, response);
   return grpc::Status::OK;
+}
+
+grpc::Status ControllerService::CheckSameVolume(
+    const ::csi::v1::CreateVolumeRequest& request,
+    const std::map<std::string, std::string>& parameters, const ProvisionedVolume& recorded) const {
+  const auto exists = [&](const std::string& why) {
+    return grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
+                        absl::StrCat("volume ", recorded.volume_id(), " (name '", recorded.name(),
+                                     "') exists on node ", node_id_, " ", why));
+  };
+  if (recorded.name() != request.name()) {
+    return exists(absl::StrCat("for another name than '", request.name(), "'"));
+  }
+  const std::map<std::string, std::string> recorded_parameters(recorded.parameters().begin(),
+                                                               recorded.parameters().end());
+  if (recorded_parameters != parameters) return exists("with other StorageClass parameters");
+  const int64_t capacity = recorded.capacity_bytes();
+  const CapacityRange& range = request.capacity_range();
+  const bool fits = capacity == 0
+                        ? range.required_bytes() == 0 && range.limit_bytes() == 0
+                        : capacity >= range.required_bytes() &&
+                              (range.limit_bytes() == 0 || capacity <= range.limit_bytes());
+  if (!fits)
+    return exists(absl::StrCat("with ", capacity, " bytes, outside the ", RangeText(range)));
+  return grpc::Status::OK;
+}
+
+void ControllerService::Answer(const ProvisionedVolume& recorded,
+                               ::csi::v1::CreateVolumeResponse* response) const {
+  ::csi::v1::Volume& volume = *response->mutable_volume();
+  volume.set_volume_id(recorded.volume_id());
+  volume.set_capacity_bytes(recorded.capacity_bytes());
+  *volume.mutable_volume_context() = recorded.volume_context();
+  (*volume.add_accessible_topology()->mutable_segments())[topology_key_] = node_id_;
 }
 
 grpc::Status ControllerService::DeleteVolume(grpc::ServerContext*,
                                              const ::csi::v1::DeleteVolumeRequest* request,
                                              ::csi::v1::DeleteVolumeResponse*) {
   if (request->volume_id().empty()) return InvalidArgument("volume_id is required");
+  absl::MutexLock lock(&mu_);
   blk::v1::GetVolumeRequest get;
   get.set_id(request->volume_id());
   absl::StatusOr<blk::v1::GetVolumeResponse> existing = agent_.GetVolume(get);
-  if (!existing.ok()) {
-    // Gone already (or never staged here): deleted, as often as asked.
-    return NoSuchVolume(existing.status()) ? grpc::Status::OK : ToGrpc(existing.status());
+  if (existing.ok()) {
+    return grpc::Status(
+        grpc::StatusCode::FAILED_PRECONDITION,
+        absl::StrCat("volume ", request->volume_id(), " is still staged on node ", node_id_, " (",
+                     existing->volume().status().device_path(), "); unstage it first"));
   }
-  return grpc::Status(
-      grpc::StatusCode::FAILED_PRECONDITION,
-      absl::StrCat("volume ", request->volume_id(), " is still staged on node ", node_id_, " (",
-                   existing->volume().status().device_path(), "); unstage it first"));
+  if (!NoSuchVolume(existing.status())) return ToGrpc(existing.status());
+  absl::StatusOr<std::optional<ProvisionedVolume>> recorded = volumes_.Find(request->volume_id());
+  if (!recorded.ok()) return ToGrpc(recorded.status());
+  // Never provisioned here, or deleted already: deleted, as often as asked.
+  if (!recorded->has_value()) return grpc::Status::OK;
+  if (!(*recorded)->created_file().empty()) {
+    if (absl::Status removed = RemoveFileDurably((*recorded)->created_file()); !removed.ok()) {
+      return ToGrpc(removed);
+    }
+  }
+  return ToGrpc(volumes_.Remove(request->volume_id()));
 }
 
 grpc::Status ControllerService::ValidateVolumeCapabilities(
@@ -192,9 +282,21 @@ grpc::Status ControllerService::ValidateVolumeCapabilities(
   if (request->volume_capabilities().empty()) {
     return InvalidArgument("volume_capabilities is required");
   }
-  // The volume is its context: one that does not describe a blk volume is none of ours.
-  const std::map<std::string, std::string> context(request->volume_context().begin(),
-                                                   request->volume_context().end());
+  // The volume is its context: the one given, else the one this controller answered.
+  std::map<std::string, std::string> context(request->volume_context().begin(),
+                                             request->volume_context().end());
+  if (context.empty()) {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<std::optional<ProvisionedVolume>> recorded = volumes_.Find(request->volume_id());
+    if (!recorded.ok()) return ToGrpc(recorded.status());
+    if (!recorded->has_value()) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat("volume ", request->volume_id(),
+                                       " was not provisioned by this controller and the request "
+                                       "has no volume_context to describe it"));
+    }
+    context.insert((*recorded)->volume_context().begin(), (*recorded)->volume_context().end());
+  }
   absl::StatusOr<blk::v1::Volume> volume = VolumeFromContext(request->volume_id(), context);
   if (!volume.ok()) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND,

@@ -1,9 +1,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
+#include "absl/synchronization/mutex.h"
 #include "cli/volume_client.h"
+#include "csi/provisioned_volumes.h"
 #include "csi/v1/csi.grpc.pb.h"
 
 namespace blk::csi {
@@ -16,21 +19,19 @@ inline constexpr int64_t kDefaultCapacityBytes = int64_t{1} << 30;  // 1 GiB
 // CSI Controller, for dynamic provisioning next to the node plugin (the
 // csi-provisioner sidecar runs in the node pod with --node-deployment, so this
 // node's controller provisions the volumes of the pods scheduled to it).
-// CreateVolume only describes a volume: its id (from the name), its volume
-// context (the StorageClass parameters, checked with the node's own parser,
-// plus the size) and its topology (this node). NodeStageVolume creates the
-// agent volume from that context and NodeUnstageVolume deletes it, so
-// DeleteVolume has nothing to remove. No attach (ControllerPublish).
-//
-// The controller keeps no state: every answer is derived from the request
-// alone, so the same request always gets the same answer (the spec's
-// idempotency) and a restart loses nothing. The only state of record is the
-// agent's, asked read-only: a volume of that id already staged on this node
-// with another size makes CreateVolume ALREADY_EXISTS, and DeleteVolume of a
-// volume still staged is FAILED_PRECONDITION.
+// CreateVolume gives every volume a backing of its own: the StorageClass's
+// backend with the volume's id in place of {volume} (backing_template.h) — for
+// a file pool the controller creates the file, for an NBD class the server
+// serves one export per volume — and refuses a class whose volumes would share
+// one. It records each volume (ProvisionedVolumes, in its state directory), so
+// that a repeated name gets the same answer, or ALREADY_EXISTS for another
+// capacity or class, and DeleteVolume removes the file it made. NodeStageVolume
+// creates the agent volume from the volume context and NodeUnstageVolume deletes
+// it. No attach (ControllerPublish).
 class ControllerService final : public ::csi::v1::Controller::Service {
  public:
-  ControllerService(std::string node_id, std::string topology_key, blk::cli::VolumeClient& agent);
+  ControllerService(std::string node_id, std::string topology_key, blk::cli::VolumeClient& agent,
+                    ProvisionedVolumes volumes);
 
   grpc::Status CreateVolume(grpc::ServerContext* context,
                             const ::csi::v1::CreateVolumeRequest* request,
@@ -48,10 +49,19 @@ class ControllerService final : public ::csi::v1::Controller::Service {
  private:
   // OK when the requisite topologies (if any) include this node.
   grpc::Status CheckTopology(const ::csi::v1::CreateVolumeRequest& request) const;
+  // OK when `request` asks for the volume `recorded` is (the spec's "compatible"): the same
+  // name and parameters, a capacity within the range; else ALREADY_EXISTS saying what differs.
+  grpc::Status CheckSameVolume(const ::csi::v1::CreateVolumeRequest& request,
+                               const std::map<std::string, std::string>& parameters,
+                               const ProvisionedVolume& recorded) const;
+  void Answer(const ProvisionedVolume& recorded, ::csi::v1::CreateVolumeResponse* response) const;
 
   const std::string node_id_;
   const std::string topology_key_;
   blk::cli::VolumeClient& agent_;
+  // Create and Delete one at a time: each reads a record and acts on it.
+  absl::Mutex mu_;
+  const ProvisionedVolumes volumes_;
 };
 
 }  // namespace blk::csi

@@ -41,6 +41,7 @@ struct Options {
   int agent_timeout_seconds = 120;
   std::string kubelet_root = "/var/lib/kubelet";
   bool controller = false;
+  std::string state_dir = "/var/lib/blk-csi";
 };
 
 std::string HostName() {
@@ -92,7 +93,15 @@ int Serve(const Options& options, const sigset_t& signals) {
   blk::csi::IdentityService identity(options.driver_name, options.controller, agent);
   const blk::csi::KubeletPaths paths(options.kubelet_root);
   blk::csi::NodeService node(options.node_id, topology_key, agent, mounter, paths);
-  blk::csi::ControllerService controller(options.node_id, topology_key, agent);
+  blk::csi::ProvisionedVolumes provisioned(options.state_dir);
+  if (options.controller) {
+    if (absl::Status opened = provisioned.Open(); !opened.ok()) {
+      spdlog::critical("--state-dir: {}", opened.ToString());
+      return 1;
+    }
+  }
+  blk::csi::ControllerService controller(options.node_id, topology_key, agent,
+                                         std::move(provisioned));
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat("unix:", socket_path), grpc::InsecureServerCredentials());
@@ -142,6 +151,9 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   app.add_flag("--controller", options.controller,
                "also serve the CSI Controller service (CreateVolume/DeleteVolume for a "
                "csi-provisioner sidecar with --node-deployment on this node)");
+  app.add_option("--state-dir", options.state_dir,
+                 "where the controller records the volumes it provisioned (created when missing)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (options.node_id.empty()) options.node_id = HostName();
   if (options.node_id.empty()) {

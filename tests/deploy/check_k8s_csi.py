@@ -278,15 +278,23 @@ def check_provisioner(docs, spec, containers, volumes, csi_socket, driver_name):
     return errors
 
 
-def check_storage_classes(named_examples, driver_name):
+def host_path_of(container, path, volumes):
+    """The host directory the container sees at path, or None."""
+    for mount in container.get("volumeMounts", []):
+        if mount["mountPath"] == path:
+            return volumes.get(mount["name"], {}).get("hostPath", {}).get("path")
+    return None
+
+
+def check_storage_classes(named_examples, driver_name, agent, csi, volumes):
     errors = []
     topology_key = driver_name + "/node"
     classes = {d["metadata"]["name"]: d for _, d in named_examples if d["kind"] == "StorageClass"}
     claims = [d for _, d in named_examples if d["kind"] == "PersistentVolumeClaim"]
     if len(classes) < 2 or not claims:
-        errors.append("the examples need StorageClasses (NBD, NVMe) and a PVC, have %s"
+        errors.append("the examples need StorageClasses (file pool, NBD) and a PVC, have %s"
                       % sorted(classes))
-    backends = set()
+    schemes = set()
     for name, sc in sorted(classes.items()):
         if sc.get("provisioner") != driver_name:
             errors.append("StorageClass %s: provisioner %r, the driver is %r"
@@ -295,15 +303,29 @@ def check_storage_classes(named_examples, driver_name):
             errors.append("StorageClass %s must bind at first consumer (node-local "
                           "provisioning)" % name)
         backend = sc.get("parameters", {}).get("backend", "")
-        backends.add(backend.split(":", 1)[0])
+        scheme = backend.split(":", 1)[0]
+        schemes.add(scheme)
+        # blk-csi refuses a class whose claims would share one backing (csi/backing_template.h).
+        if "{volume}" not in backend:
+            errors.append("StorageClass %s: backend %r has no {volume}: blk-csi refuses it"
+                          % (name, backend))
+        if scheme == "file":
+            pool = os.path.dirname(backend[len("file://"):])
+            for container in (agent, csi):
+                if not host_path_of(container, pool, volumes):
+                    errors.append("StorageClass %s: %s does not mount the pool %s from the host"
+                                  % (name, container["name"], pool))
+            if host_path_of(agent, pool, volumes) != host_path_of(csi, pool, volumes):
+                errors.append("StorageClass %s: blkagent and blk-csi see different pools at %s"
+                              % (name, pool))
         keys = {e["key"] for term in sc.get("allowedTopologies", [])
                 for e in term.get("matchLabelExpressions", [])}
-        if keys != {topology_key}:
+        if keys - {topology_key}:
             errors.append("StorageClass %s: allowedTopologies keys %s, blk-csi's is %s"
                           % (name, sorted(keys), topology_key))
-    if not {"nbd", "nvme"} <= backends:
-        errors.append("the example StorageClasses need an nbd and an nvme backend, have %s"
-                      % sorted(backends))
+    if not {"file", "nbd"} <= schemes:
+        errors.append("the example StorageClasses need a file pool and an nbd backend, have %s"
+                      % sorted(schemes))
     for claim in claims:
         wanted = claim["spec"].get("storageClassName")
         if wanted and wanted not in classes:
@@ -398,8 +420,12 @@ def check(kustomize_dir, bin_dir):
         errors.append("blkagent needs seccomp Unconfined (io_uring)")
     if "--controller" not in csi["command"]:
         errors.append("blk-csi must serve the controller (--controller) for the csi-provisioner")
+    state_dir = csi_flags.get("--state-dir")
+    if not state_dir or not host_path_of(csi, state_dir, volumes):
+        errors.append("blk-csi --state-dir %r is not a host directory: its records of "
+                      "provisioned volumes would die with the pod" % state_dir)
     errors += check_provisioner(docs, spec, containers, volumes, csi_socket, name)
-    errors += check_storage_classes(examples, name)
+    errors += check_storage_classes(examples, name, agent, csi, volumes)
     return errors
 
 

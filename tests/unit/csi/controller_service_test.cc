@@ -1,5 +1,9 @@
 #include "csi/controller_service.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -10,6 +14,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tests/unit/cli/fake_agent.h"
+#include "tests/unit/temp_dir.h"
 
 namespace blk::csi {
 namespace {
@@ -27,7 +32,13 @@ class ControllerServiceTest : public ::testing::Test {
  protected:
   ControllerServiceTest()
       : agent_(blk::cli::UnixAgentAddress(fake_.socket_path()), absl::Seconds(5)),
-        controller_("node-1", kTopologyKey, agent_) {}
+        controller_("node-1", kTopologyKey, agent_, Records()) {
+    EXPECT_TRUE(Records().Open().ok());
+    EXPECT_EQ(::mkdir(pool().c_str(), 0700), 0);
+  }
+
+  ProvisionedVolumes Records() const { return ProvisionedVolumes(state_.path() + "/volumes"); }
+  std::string pool() const { return state_.path() + "/pool"; }
 
   static VolumeCapability Capability(
       VolumeCapability::AccessMode::Mode mode = VolumeCapability::AccessMode::SINGLE_NODE_WRITER) {
@@ -43,7 +54,7 @@ class ControllerServiceTest : public ::testing::Test {
     request.set_name("pvc-0f3c9a7e-5b1d-4c2e-9a8f-1d2e3f4a5b6c");
     request.mutable_capacity_range()->set_required_bytes(int64_t{1} << 30);
     *request.add_volume_capabilities() = Capability();
-    (*request.mutable_parameters())["backend"] = "nbd://nbd-server.example/export1";
+    (*request.mutable_parameters())["backend"] = "nbd://nbd-server.example/{volume}";
     (*request.mutable_parameters())["queues"] = "2";
     (*request.mutable_parameters())["csi.storage.k8s.io/pvc/name"] = "data";
     (*request.mutable_accessibility_requirements()
@@ -78,6 +89,7 @@ class ControllerServiceTest : public ::testing::Test {
     EXPECT_THAT(status.error_message(), HasSubstr(message));
   }
 
+  blk::testing::TempDir state_;
   blk::cli::testing::FakeAgent fake_;
   blk::cli::VolumeClient agent_;
   ControllerService controller_;
@@ -92,7 +104,9 @@ TEST_F(ControllerServiceTest, CreateDescribesTheVolumeFromTheStorageClass) {
   EXPECT_EQ(volume.capacity_bytes(), int64_t{1} << 30);
   // Kubernetes' own parameters (with a '/') are not part of the volume.
   EXPECT_THAT(volume.volume_context(),
-              UnorderedElementsAre(Pair("backend", "nbd://nbd-server.example/export1"),
+              UnorderedElementsAre(Pair("backend",
+                                        "nbd://nbd-server.example/"
+                                        "pvc-0f3c9a7e-5b1d-4c2e-9a8f-1d2e3f4a5b6c"),
                                    Pair("queues", "2"), Pair("size", "1073741824")));
   ASSERT_EQ(volume.accessible_topology_size(), 1);
   EXPECT_THAT(volume.accessible_topology(0).segments(),
@@ -108,19 +122,102 @@ TEST_F(ControllerServiceTest, TheSameRequestGetsTheSameAnswer) {
   ASSERT_TRUE(Create(CreateRequest(), &second).ok());
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(first, second))
       << first.DebugString() << " vs " << second.DebugString();
-  // Also once the node staged it: the agent's volume has the size asked for.
+  // Also once the node staged it, and from a controller started again on the same records.
   StageInAgent(first.volume().volume_id(), int64_t{1} << 30);
+  ControllerService restarted("node-1", kTopologyKey, agent_, Records());
+  ::csi::v1::CreateVolumeRequest request = CreateRequest();
   ::csi::v1::CreateVolumeResponse third;
-  ASSERT_TRUE(Create(CreateRequest(), &third).ok());
+  ASSERT_TRUE(restarted.CreateVolume(nullptr, &request, &third).ok());
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(first, third));
 }
 
-TEST_F(ControllerServiceTest, TheSameNameWithAnotherCapacityAlreadyExists) {
+TEST_F(ControllerServiceTest, TheSameNameWithAnotherCapacityOrClassAlreadyExists) {
   ::csi::v1::CreateVolumeRequest request = CreateRequest();
-  StageInAgent(request.name(), 64 << 20);
-  ExpectCode(Create(request), grpc::StatusCode::ALREADY_EXISTS, "with 67108864 bytes");
-  request.mutable_capacity_range()->set_required_bytes(64 << 20);
+  ASSERT_TRUE(Create(request).ok());
+  // Not staged anywhere: the record alone knows.
+  request.mutable_capacity_range()->set_required_bytes(int64_t{2} << 30);
+  ExpectCode(Create(request), grpc::StatusCode::ALREADY_EXISTS, "with 1073741824 bytes");
+  request.mutable_capacity_range()->set_required_bytes(0);
+  request.mutable_capacity_range()->set_limit_bytes(512 << 20);
+  ExpectCode(Create(request), grpc::StatusCode::ALREADY_EXISTS, "outside the capacity_range");
+  // A range the volume fits is the same volume (the spec's "compatible").
+  request.mutable_capacity_range()->set_required_bytes(512 << 20);
+  request.mutable_capacity_range()->set_limit_bytes(int64_t{4} << 30);
+  ::csi::v1::CreateVolumeResponse response;
+  ASSERT_TRUE(Create(request, &response).ok());
+  EXPECT_EQ(response.volume().capacity_bytes(), int64_t{1} << 30);
+  request = CreateRequest();
+  (*request.mutable_parameters())["queues"] = "4";
+  ExpectCode(Create(request), grpc::StatusCode::ALREADY_EXISTS, "other StorageClass parameters");
+}
+
+TEST_F(ControllerServiceTest, AVolumeStagedButNotProvisionedHereIsNotHandedOut) {
+  ::csi::v1::CreateVolumeRequest request = CreateRequest();
+  StageInAgent(request.name(), int64_t{1} << 30);
+  ExpectCode(Create(request), grpc::StatusCode::ALREADY_EXISTS,
+             "was not provisioned by this controller");
+}
+
+TEST_F(ControllerServiceTest, AClassWhoseClaimsWouldShareABackingIsRefused) {
+  for (const std::string backend :
+       {"nbd://nbd-server.example/export1", "file:///var/lib/blk/shared.img",
+        "nbd+unix:///export?socket=/run/nbd.sock"}) {
+    ::csi::v1::CreateVolumeRequest request = CreateRequest();
+    (*request.mutable_parameters())["backend"] = backend;
+    ExpectCode(Create(request), grpc::StatusCode::INVALID_ARGUMENT, "two claims would share it");
+  }
+  ::csi::v1::CreateVolumeRequest request = CreateRequest();
+  (*request.mutable_parameters())["backend"] = "nvme:///dev/ng0n1";
+  ExpectCode(Create(request), grpc::StatusCode::INVALID_ARGUMENT, "one PersistentVolume per");
+  // No record was left by the refusals: the name is still free.
+  request = CreateRequest();
   EXPECT_TRUE(Create(request).ok());
+}
+
+TEST_F(ControllerServiceTest, AFilePoolGetsAFilePerVolumeRemovedByDelete) {
+  ::csi::v1::CreateVolumeRequest request = CreateRequest();
+  (*request.mutable_parameters())["backend"] = "file://" + pool() + "/{volume}.img";
+  ::csi::v1::CreateVolumeResponse first;
+  ASSERT_TRUE(Create(request, &first).ok());
+  const std::string first_file = pool() + "/" + first.volume().volume_id() + ".img";
+  EXPECT_EQ(first.volume().volume_context().at("backend"), "file://" + first_file);
+  struct stat st {};
+  ASSERT_EQ(::stat(first_file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, int64_t{1} << 30);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  // A second claim of the class: a second file.
+  request.set_name("pvc-second");
+  ::csi::v1::CreateVolumeResponse second;
+  ASSERT_TRUE(Create(request, &second).ok());
+  EXPECT_EQ(::access((pool() + "/pvc-second.img").c_str(), F_OK), 0);
+
+  EXPECT_TRUE(Delete(first.volume().volume_id()).ok());
+  EXPECT_NE(::access(first_file.c_str(), F_OK), 0);
+  EXPECT_TRUE(Delete(first.volume().volume_id()).ok());
+  EXPECT_EQ(::access((pool() + "/pvc-second.img").c_str(), F_OK), 0);
+  // The name again after the delete: a new, empty file.
+  request.set_name(CreateRequest().name());
+  ASSERT_TRUE(Create(request).ok());
+  EXPECT_EQ(::access(first_file.c_str(), F_OK), 0);
+}
+
+TEST_F(ControllerServiceTest, AFileTheControllerDidNotMakeIsNeverHandedOut) {
+  ::csi::v1::CreateVolumeRequest request = CreateRequest();
+  (*request.mutable_parameters())["backend"] = "file://" + pool() + "/{volume}.img";
+  const std::string file = pool() + "/" + request.name() + ".img";
+  {
+    std::ofstream someone_elses(file);
+    someone_elses << "old data";
+  }
+  ExpectCode(Create(request), grpc::StatusCode::FAILED_PRECONDITION, "exists already");
+  // No record claims it: a delete leaves it alone.
+  EXPECT_TRUE(Delete(request.name()).ok());
+  EXPECT_EQ(::access(file.c_str(), F_OK), 0);
+
+  // A pool directory that is not there (not mounted yet) is an error, not a file elsewhere.
+  (*request.mutable_parameters())["backend"] = "file://" + pool() + "/missing/{volume}.img";
+  ExpectCode(Create(request), grpc::StatusCode::FAILED_PRECONDITION, "not there");
 }
 
 TEST_F(ControllerServiceTest, CreateRefusesMissingAndUnsupportedFields) {
@@ -211,16 +308,17 @@ TEST_F(ControllerServiceTest, TheSizeTheVolumeGets) {
     int64_t want;  // 0: the backend's own size, no "size" in the context
   };
   const std::vector<Case> cases = {
-      {"nbd://h/e", "", 1000, 0, 4096},    // rounded up to the size unit
-      {"nbd://h/e", "", 0, 10000, 8192},   // only a limit: rounded down
-      {"nbd://h/e", "", 0, 0, 0},          // no range: the whole export
-      {"nvme:///dev/ng0n1", "", 0, 0, 0},  // ... or namespace
-      {"file:///var/lib/blk/a.img", "", 0, 0, kDefaultCapacityBytes},
+      {"nbd://h/{volume}", "", 1000, 0, 4096},   // rounded up to the size unit
+      {"nbd://h/{volume}", "", 0, 10000, 8192},  // only a limit: rounded down
+      {"nbd://h/{volume}", "", 0, 0, 0},         // no range: the whole export
+      {"file://" + pool() + "/{volume}.img", "", 0, 0, kDefaultCapacityBytes},
       {"null://", "", 0, 0, kDefaultCapacityBytes},
-      {"nbd://h/e", "2Gi", 1 << 30, 0, int64_t{2} << 30},  // the class's size, in range
+      {"nbd://h/{volume}", "2Gi", 1 << 30, 0, int64_t{2} << 30},  // the class's size, in range
   };
+  int name = 0;
   for (const Case& c : cases) {
     ::csi::v1::CreateVolumeRequest request = CreateRequest();
+    request.set_name("pvc-" + std::to_string(++name));
     request.clear_capacity_range();
     if (c.required != 0) request.mutable_capacity_range()->set_required_bytes(c.required);
     if (c.limit != 0) request.mutable_capacity_range()->set_limit_bytes(c.limit);
@@ -268,7 +366,7 @@ TEST_F(ControllerServiceTest, TopologyMustIncludeThisNode) {
 TEST_F(ControllerServiceTest, AnAgentThatDoesNotAnswerIsUnavailable) {
   blk::cli::VolumeClient nobody(blk::cli::UnixAgentAddress(fake_.unused_socket_path()),
                                 absl::Seconds(5));
-  ControllerService controller("node-1", kTopologyKey, nobody);
+  ControllerService controller("node-1", kTopologyKey, nobody, Records());
   ::csi::v1::CreateVolumeRequest request = CreateRequest();
   ::csi::v1::CreateVolumeResponse response;
   EXPECT_EQ(controller.CreateVolume(nullptr, &request, &response).error_code(),
@@ -277,6 +375,13 @@ TEST_F(ControllerServiceTest, AnAgentThatDoesNotAnswerIsUnavailable) {
 
 TEST_F(ControllerServiceTest, DeleteIsIdempotentAndRefusesAStagedVolume) {
   ExpectCode(Delete(""), grpc::StatusCode::INVALID_ARGUMENT, "volume_id is required");
+  ::csi::v1::CreateVolumeResponse created;
+  ASSERT_TRUE(Create(CreateRequest(), &created).ok());
+  EXPECT_TRUE(Delete(created.volume().volume_id()).ok());
+  // The record is gone: the name may come back with another size.
+  ::csi::v1::CreateVolumeRequest bigger = CreateRequest();
+  bigger.mutable_capacity_range()->set_required_bytes(int64_t{2} << 30);
+  EXPECT_TRUE(Create(bigger).ok());
   EXPECT_TRUE(Delete("pvc-1").ok());
   EXPECT_TRUE(Delete("pvc-1").ok());
   StageInAgent("pvc-2", 64 << 20);
@@ -297,7 +402,20 @@ TEST_F(ControllerServiceTest, ValidateVolumeCapabilities) {
              grpc::StatusCode::INVALID_ARGUMENT, "volume_capabilities is required");
   *request.add_volume_capabilities() = Capability();
   ExpectCode(controller_.ValidateVolumeCapabilities(nullptr, &request, &response),
+             grpc::StatusCode::NOT_FOUND, "not provisioned by this controller");
+  (*request.mutable_volume_context())["sise"] = "1";
+  ExpectCode(controller_.ValidateVolumeCapabilities(nullptr, &request, &response),
              grpc::StatusCode::NOT_FOUND, "not a blk-csi volume");
+  request.clear_volume_context();
+
+  // Without a context, a volume this controller provisioned is described by its record.
+  ::csi::v1::CreateVolumeResponse created;
+  ASSERT_TRUE(Create(CreateRequest(), &created).ok());
+  request.set_volume_id(created.volume().volume_id());
+  ASSERT_TRUE(controller_.ValidateVolumeCapabilities(nullptr, &request, &response).ok());
+  EXPECT_TRUE(response.has_confirmed());
+  response.Clear();
+  request.set_volume_id("pvc-1");
 
   (*request.mutable_volume_context())["backend"] = "nbd://h/e";
   (*request.mutable_volume_context())["size"] = "1073741824";

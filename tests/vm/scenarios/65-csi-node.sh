@@ -14,9 +14,11 @@
 # writes (a read-only loop device) while a read-write publish still writes,
 # and leaves no loop device behind (one left unmounted, as a blk-csi stopped
 # between two steps leaves it, goes at the unstage). The controller
-# (--controller): CreateVolume of a StorageClass's parameters, twice the same
-# answer, its volume context staged and written by the node, DeleteVolume
-# refused while staged and idempotent after the unstage.
+# (--controller): CreateVolume of a file-pool StorageClass makes the claim's
+# file, twice the same answer; a second claim of the class gets a file of its
+# own, both staged and written at once; a class whose claims would share one
+# backing refused with nothing made; DeleteVolume refused while staged,
+# removes the file and its record, idempotent.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/csi_lib.sh"
 newest_kernel_only "blk-csi calls the agent; 70 checks kill -9 recovery on both kernels"
@@ -61,31 +63,50 @@ done
 expect_eq "node id" 1 "$(csi NodeGetInfo | grep -c '^node_id: "vm-node"')"
 expect_eq "controller service" 1 "$(csi GetPluginCapabilities | grep -c 'type: CONTROLLER_SERVICE')"
 
-step "controller: CreateVolume from StorageClass parameters, staged by the node"
-create_request="name: \"pvc-dyn\" capacity_range { required_bytes: $((32 << 20)) }
+step "controller: a file-pool class, a file per claim, staged by the node"
+mkdir -p "$WORK/pool"
+pool_class="file://$WORK/pool/{volume}.img"
+create_request() { # name size-bytes [backend]
+  echo "name: \"$1\" capacity_range { required_bytes: $2 }
   volume_capabilities $(capability ext4 | sed 's/^volume_capability //')
-  parameters { key: \"backend\" value: \"file://$WORK/dyn.img\" }
+  parameters { key: \"backend\" value: \"${3:-$pool_class}\" }
   parameters { key: \"csi.storage.k8s.io/pvc/name\" value: \"data\" }
   accessibility_requirements { requisite { segments { key: \"blk.csi.storage/node\" value: \"vm-node\" } } }"
-created="$(csi CreateVolume "$create_request")" || fail "CreateVolume failed"
+}
+# The response's volume_context entries, as the CO passes them to the node.
+context_of() { sed -n '/^  volume_context {/,/^  }/p' <<<"$1"; }
+created="$(csi CreateVolume "$(create_request pvc-dyn $((32 << 20)))")" || fail "CreateVolume failed"
 echo "$created"
-expect_eq "the same answer again" "$created" "$(csi CreateVolume "$create_request")"
+expect_eq "the same answer again" "$created" "$(csi CreateVolume "$(create_request pvc-dyn $((32 << 20)))")"
 expect_eq "size in the context" 1 "$(grep -c "value: \"$((32 << 20))\"" <<<"$created")"
 expect_eq "topology" 1 "$(grep -c 'value: "vm-node"' <<<"$created")"
+expect_eq "the claim's file, at its size" $((32 << 20)) "$(stat -c %s "$WORK/pool/pvc-dyn.img")"
 expect_eq "agent volumes after CreateVolume" 0 "$(agent_volumes)"
-# The response's volume_context entries, as the CO passes them to the node.
-dyn_context="$(sed -n '/^  volume_context {/,/^  }/p' <<<"$created")"
-csi_twice NodeStageVolume "volume_id: \"pvc-dyn\" staging_target_path: \"$WORK/staging/pvc-dyn\"
-  $(capability ext4) $dyn_context"
-echo "dynamic" >"$WORK/staging/pvc-dyn/data"
+other="$(csi CreateVolume "$(create_request pvc-dyn2 $((16 << 20)))")" || fail "CreateVolume failed"
+expect_eq "the second claim's own file" $((16 << 20)) "$(stat -c %s "$WORK/pool/pvc-dyn2.img")"
+for claim in pvc-dyn:"$created" pvc-dyn2:"$other"; do
+  id="${claim%%:*}"
+  csi_twice NodeStageVolume "volume_id: \"$id\" staging_target_path: \"$WORK/staging/$id\"
+    $(capability ext4) $(context_of "${claim#*:}")"
+  echo "$id" >"$WORK/staging/$id/data"
+done
 expect_eq "dynamic volume size" $((32 << 20)) "$(blockdev --getsize64 "$(volume_device pvc-dyn)")"
+for id in pvc-dyn pvc-dyn2; do
+  expect_eq "$id keeps its own data" "$id" "$(cat "$WORK/staging/$id/data")"
+done
 expect_fail_with FAILED_PRECONDITION "DeleteVolume while staged" \
   csi DeleteVolume 'volume_id: "pvc-dyn"'
 expect_fail_with ALREADY_EXISTS "CreateVolume of the same name, another size" \
-  csi CreateVolume "${create_request/$((32 << 20))/$((64 << 20))}"
-csi_twice NodeUnstageVolume "$(unstage_request pvc-dyn)"
-csi_twice DeleteVolume 'volume_id: "pvc-dyn"'
-expect_eq "agent volumes after the dynamic volume" 0 "$(agent_volumes)"
+  csi CreateVolume "$(create_request pvc-dyn $((64 << 20)))"
+expect_fail_with INVALID_ARGUMENT "a class whose claims would share one file" \
+  csi CreateVolume "$(create_request pvc-shared $((16 << 20)) "file://$WORK/pool/shared.img")"
+expect_eq "nothing made for it" "" "$(ls "$WORK/pool/shared.img" "$WORK/csi-state/pvc-shared.json" 2>/dev/null)"
+for id in pvc-dyn pvc-dyn2; do
+  csi_twice NodeUnstageVolume "$(unstage_request $id)"
+  csi_twice DeleteVolume "volume_id: \"$id\""
+done
+expect_eq "pool and records after DeleteVolume" "" "$(ls -A "$WORK/pool"; ls -A "$WORK/csi-state")"
+expect_eq "agent volumes after the dynamic volumes" 0 "$(agent_volumes)"
 
 step "required fields refused"
 expect_fail_with INVALID_ARGUMENT "stage without volume_id" \

@@ -16,7 +16,7 @@ stop_csi() {
 start_csi() {
   mkdir -p "$(dirname "$CSI_SOCKET")"
   blk-csi --endpoint "unix://$CSI_SOCKET" --agent-socket "$AGENT_SOCKET" --node-id vm-node \
-    --kubelet-root "$WORK" "$@" >>"$LOG_DIR/blk-csi.log" 2>&1 &
+    --kubelet-root "$WORK" --state-dir "$WORK/csi-state" "$@" >>"$LOG_DIR/blk-csi.log" 2>&1 &
   CSI_PID=$!
   on_exit stop_csi
   on_exit unmount_all

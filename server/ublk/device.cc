@@ -312,7 +312,7 @@ absl::Status Device::RefuseIfOpen() {
   }
   if (openers.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
-      block_path(), " is in use by ", absl::StrJoin(openers, ", "), "; stop it with force"));
+      block_path(), " is in use (", absl::StrJoin(openers, ", "), "); stop it with force"));
 }
 
 absl::StatusOr<uint64_t> Device::KernelSizeBytes() const {

@@ -8,7 +8,7 @@
 # 4096-byte logical blocks (see nvme_namespace in scenarios/lib.sh).
 # Prints a summary and, last, `N passed, M failed, K skipped`, counting
 # scenario x kernel; a scenario that never reported (the VM died) counts as
-# failed; one that skipped itself (lib.sh's skip, e.g. newest_kernel_only)
+# failed; one that skipped itself (lib.sh's skip, e.g. one_kernel_only)
 # as skipped.
 # Exits 0 only when everything passed.
 #

@@ -69,7 +69,7 @@ dev="$(volume_device vfile)"
 expect_eq "vfile sectors" $((128 * 1024 * 1024 / 512)) "$(cat "$(sysfs_of "$dev")/size")"
 expect_eq "vfile hardware queues" 2 "$(ls "$(sysfs_of "$dev")/mq" | wc -l)"
 expect_eq "image created at the volume size" $((128 * 1024 * 1024)) "$(stat -c %s "$image")"
-fio_verify "$dev" 64M
+fio_verify "$dev" 16M
 
 step "list-volumes shows both, live"
 ctl list-volumes
@@ -88,7 +88,7 @@ ctl delete-volume vfile
 [[ ! -e "$dev" ]] || fail "$dev still exists after delete-volume"
 # The same job replayed against the image file itself (buffered: /tmp is tmpfs).
 run_fio "fio-check-image.log" --name=pattern --filename="$image" --direct=0 --ioengine=psync \
-  --rw=randwrite --bs=4k --size=64M --randrepeat=1 --verify=crc32c --verify_fatal=1 \
+  --rw=randwrite --bs=4k --size=16M --randrepeat=1 --verify=crc32c --verify_fatal=1 \
   --verify_only=1 || fail "the image file does not hold the data written through the volume"
 echo "ok: the image file holds the verified data"
 

@@ -10,7 +10,7 @@ expect_eq "distinct devices" 4 "$(ctl list-volumes -o json | jq '[.volumes[].sta
 
 pids=()
 for i in 1 2 3 4; do
-  fio_verify "$(volume_device "multi-$i")" 32M &
+  fio_verify "$(volume_device "multi-$i")" 16M &
   pids+=($!)
 done
 for pid in "${pids[@]}"; do

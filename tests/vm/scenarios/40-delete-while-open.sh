@@ -5,8 +5,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 device_open_by_someone() {
   local link
+  # -ef compares what the links point at without a readlink process per descriptor.
   for link in /proc/[0-9]*/fd/*; do
-    [[ "$(readlink "$link" 2>/dev/null)" == "$1" ]] && return 0
+    [[ "$link" -ef "$1" ]] && return 0
   done
   return 1
 }

@@ -9,7 +9,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 start_agent --on-exit delete
 ctl create-volume persist --size 64M --queues 2 --backend "file://$WORK/persist.img"
 ctl create-volume scratch --size 64M --backend null://
-fio_write_pattern "$(volume_device persist)" 32M
+fio_write_pattern "$(volume_device persist)" 16M
 
 step "SIGTERM"
 stop_agent
@@ -37,13 +37,13 @@ step "the image is back: persist comes back by itself, with its data"
 mv "$WORK/persist.img.away" "$WORK/persist.img"
 all_live() { [[ "$(live_volumes)" == "persist,scratch" ]]; }
 wait_for "persist live again" 90 all_live
-fio_check_pattern "$(volume_device persist)" 32M
+fio_check_pattern "$(volume_device persist)" 16M
 stop_agent
 
 step "restart: the volumes come back"
 start_agent --on-exit delete
 expect_eq "volumes after restart" "persist,scratch" "$(live_volumes)"
-fio_check_pattern "$(volume_device persist)" 32M
+fio_check_pattern "$(volume_device persist)" 16M
 
 ctl delete-volume persist
 ctl delete-volume scratch

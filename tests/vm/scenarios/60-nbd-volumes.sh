@@ -46,11 +46,11 @@ main() {
   local dev
   dev="$(volume_device r1)"
   expect_eq "r1 sectors" $((64 * 1024 * 1024 / 512)) "$(cat "/sys/block/${dev#/dev/}/size")"
-  fio_verify "$dev" 32M
+  fio_verify "$dev" 16M
 
   step "nbd+unix volume r2"
   ctl create-volume r2 --size 32M --backend "nbd+unix:///?socket=$WORK/nbd.sock"
-  fio_verify "$(volume_device r2)" 16M
+  fio_verify "$(volume_device r2)" 8M
 
   step "nbd+unix volume r4 without --size takes the export's size (48M)"
   nbdkit -f -U "$WORK/sized.sock" memory 48M >>"$LOG_DIR/nbdkit-sized.log" 2>&1 &

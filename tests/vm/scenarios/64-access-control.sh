@@ -5,7 +5,7 @@
 # neither group is refused even a list. The guest's /etc is the host's, read-only: the users are
 # numeric ids given by setpriv, and the groups are given to the agent as numeric gids.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-newest_kernel_only "authorization is the agent's, from SO_PEERCRED"
+one_kernel_only lts "authorization is the agent's, from SO_PEERCRED"
 
 command -v setpriv >/dev/null || fail "setpriv (util-linux) not found"
 admins=61010

@@ -17,7 +17,7 @@ main() {
   step "fio on $dev, restarting the agent under it"
   # 20M at 384k/s: ~53 s of writes, for two restarts that take ~5 s each (more under load).
   fio --name=pattern --filename="$dev" --direct=1 --ioengine="$fio_engine" --rw=randwrite \
-    --bs=4k --iodepth=16 --size=20M --randrepeat=1 --verify=crc32c --verify_fatal=1 \
+    --bs=4k --iodepth=16 --size=12M --randrepeat=1 --verify=crc32c --verify_fatal=1 \
     --verify_backlog=1024 --do_verify=1 --rate=384k >"$LOG_DIR/fio-upgrade.log" 2>&1 &
   local fio_pid=$!
   on_exit kill "$fio_pid"
@@ -42,7 +42,7 @@ main() {
     fail "fio exited with status $status across the restarts"
   fi
   grep -qE "err= *0" "$LOG_DIR/fio-upgrade.log" || fail "fio reported errors; see fio-upgrade.log"
-  echo "ok: fio wrote and verified 20M across 2 upgrades"
+  echo "ok: fio wrote and verified 12M across 2 upgrades"
 
   step "SIGTERM under unthrottled fio (2 jobs, iodepth 64, randrw): the agent exits within 30s"
   fio --name=flood --filename="$dev" --direct=1 --ioengine="$fio_engine" --rw=randrw \

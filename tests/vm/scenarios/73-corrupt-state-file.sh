@@ -2,7 +2,7 @@
 # Corrupted and truncated state files: the agent starts, reports them, uses the
 # previous good version of a record where there is one, and keeps the others.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-newest_kernel_only "state files are the agent's"
+one_kernel_only lts "state files are the agent's"
 
 main() {
   start_agent --on-exit delete

@@ -47,15 +47,15 @@ main() {
   info="$(curl -fsS "http://127.0.0.1:9477/metrics" | grep '^blk_volume_info{' | grep 'volume="n4k"')" || true
   [[ "$info" == *'backend="nvme"'* ]] || fail "/metrics has no blk_volume_info with backend=\"nvme\" for n4k"
   echo "ok: /metrics labels n4k backend=\"nvme\""
-  fio_verify "$dev512" 64M
-  fio_verify "$dev4k" 64M
+  fio_verify "$dev512" 16M
+  fio_verify "$dev4k" 16M
 
   step "the data is on the namespace, at the volume's offset"
   ctl create-volume n512b --size 64M --backend "nvme://$ng512?offset=64M"
   local dev512b
   dev512b="$(volume_device n512b)"
-  fio_write_pattern "$dev512b" 64M
-  fio_check_pattern "$dev512" 64M
+  fio_write_pattern "$dev512b" 16M
+  fio_check_pattern "$dev512" 16M
   cmp <(dd if="$blk512" bs=1M skip=64 count=8 iflag=direct status=none) \
     <(dd if="$dev512b" bs=1M count=8 iflag=direct status=none) ||
     fail "bytes 64M.. of $blk512 differ from the start of n512b"
@@ -85,7 +85,7 @@ main() {
   expect_fail_with "volume.nvme.path.*not an NVMe namespace" "a char device that is no namespace" \
     ctl create-volume null --size 4M --backend "nvme:///dev/null"
   expect_eq "volumes after the refusals" "n4k,n512,n512b" "$(ctl list-volumes -o json | jq -r '[.volumes[].id] | join(",")')"
-  fio_check_pattern "$dev512b" 64M
+  fio_check_pattern "$dev512b" 16M
 
   step "discard and write zeroes"
   local oncs dlfeat
@@ -121,14 +121,14 @@ main() {
   start_agent
   expect_eq "n512b keeps its device" "$dev512b" "$(volume_device n512b)"
   expect_eq "n512b copy mode after recovery" "$expected_mode" "$(volume_json n512b | jq -r .volume.status.copyMode)"
-  fio_check_pattern "$dev512b" 64M
-  fio_check_pattern "$dev4k" 64M
+  fio_check_pattern "$dev512b" 16M
+  fio_check_pattern "$dev4k" 16M
 
   step "polling queue threads serve correct data"
   ctl delete-volume n4k
   ctl create-volume npoll --size 128M --poll --queues 2 --backend "nvme://$ng4k?offset=64M"
   expect_eq "npoll poll" true "$(volume_json npoll | jq -r .volume.poll)"
-  fio_verify "$(volume_device npoll)" 64M
+  fio_verify "$(volume_device npoll)" 16M
 
   # UBLK_F_UPDATE_SIZE is bit 10 (6.14+; elsewhere 67 checks the refusal).
   if (((features >> 10) & 1)); then

@@ -21,7 +21,7 @@ main() {
   ctl create-volume gone --size 64M --backend "nvme://$ng"
   local dev
   dev="$(volume_device gone)"
-  fio_verify "$dev" 64M
+  fio_verify "$dev" 16M
   expect_eq "state before the removal" VOLUME_STATE_LIVE "$(volume_json gone | jq -r .volume.status.state)"
 
   step "the controller is removed from the PCI bus"

@@ -10,7 +10,7 @@
 # A smoke test: no speed is asserted.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-newest_kernel_only "the bench smoke"
+one_kernel_only newest "the bench smoke"
 bench="${BLK_SOURCE_DIR:?all.sh exports BLK_SOURCE_DIR}/tests/bench"
 kublk="${BLK_VM_CACHE:-/var/cache/blk-vm}/$BLK_VM_KERNEL/kublk/kublk"
 if [[ -z "${BLK_BENCH_KUBLK:-}" && -x "$kublk" ]]; then

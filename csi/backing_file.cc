@@ -54,4 +54,14 @@ absl::Status CreateBackingFile(const std::string& path, int64_t size_bytes) {
   return SyncDirectory(dir);
 }
 
+absl::Status RequireBackingFile(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) return absl::OkStatus();
+  if (errno != ENOENT) return absl::ErrnoToStatus(errno, absl::StrCat("backing file ", path));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "backing file ", path,
+      " is missing: blk-csi does not create it empty (is its file system mounted? a "
+      "provisioned volume's file is made by CreateVolume, a PersistentVolume's by its maker)"));
+}
+
 }  // namespace blk::csi

@@ -15,4 +15,10 @@ namespace blk::csi {
 // else's data to a new claim.
 absl::Status CreateBackingFile(const std::string& path, int64_t size_bytes);
 
+// Before the node stages a file volume the agent does not have: the file must be there. blk-csi
+// never has the agent create one (the controller made it, or whoever made the PersistentVolume
+// did): after a reboot a pool whose file system is not mounted yet would otherwise get an
+// empty file in place of the volume's data. Missing: FAILED_PRECONDITION naming the path.
+absl::Status RequireBackingFile(const std::string& path);
+
 }  // namespace blk::csi

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "csi/backing_file.h"
 #include "csi/grpc_status.h"
 #include "csi/mount_table.h"
 #include "csi/read_only_block.h"
@@ -175,6 +176,11 @@ grpc::Status NodeService::NodeStageVolume(grpc::ServerContext*,
   absl::StatusOr<blk::v1::GetVolumeResponse> existing = agent_.GetVolume(get);
   if (!existing.ok() && existing.status().code() != absl::StatusCode::kNotFound) {
     return ToGrpc(existing.status());
+  }
+  if (!existing.ok() && volume->has_file()) {
+    if (absl::Status present = RequireBackingFile(volume->file().path()); !present.ok()) {
+      return ToGrpc(present);
+    }
   }
   // The agent's CreateVolume is idempotent: the same spec again is fine, a different one is
   // ALREADY_EXISTS, which is also the spec's code for "staged with an incompatible volume".

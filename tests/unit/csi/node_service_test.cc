@@ -1,5 +1,7 @@
 #include "csi/node_service.h"
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "absl/time/time.h"
@@ -73,28 +75,53 @@ TEST_F(NodeServiceTest, AValidStageGoesOnToTheAgent) {
   EXPECT_EQ(Stage(StageRequest()).error_code(), grpc::StatusCode::UNAVAILABLE);
 }
 
+// A node staging file volumes against a fake agent, in a directory of its own.
+class NodeServiceStage : public ::testing::Test {
+ protected:
+  ::csi::v1::NodeStageVolumeRequest BlockStageRequest() const {
+    ::csi::v1::NodeStageVolumeRequest request;
+    request.set_volume_id("pvc-1");
+    request.set_staging_target_path(agent_.dir() + "/staging");
+    request.mutable_volume_capability()->mutable_block();
+    request.mutable_volume_capability()->mutable_access_mode()->set_mode(
+        VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
+    (*request.mutable_volume_context())["backend"] = "file://" + image();
+    (*request.mutable_volume_context())["size"] = "64Mi";
+    return request;
+  }
+  std::string image() const { return agent_.dir() + "/pvc-1.img"; }
+  grpc::Status Stage(const ::csi::v1::NodeStageVolumeRequest& request) {
+    ::csi::v1::NodeStageVolumeResponse response;
+    return node_.NodeStageVolume(nullptr, &request, &response);
+  }
+
+  blk::cli::testing::FakeAgent agent_;
+  blk::cli::VolumeClient client_{blk::cli::UnixAgentAddress(agent_.socket_path()),
+                                 absl::Seconds(5)};
+  Mounter mounter_;
+  const KubeletPaths paths_{agent_.dir()};
+  NodeService node_{"node-1", "blk.csi.storage/node", client_, mounter_, paths_};
+};
+
 // Kubernetes keeps the provisioned size in the volume context after NodeExpandVolume: the agent
 // is told it is a floor, so a restage takes the backing's grown size.
-TEST(NodeServiceStage, AsksTheAgentForAtLeastTheContextsSize) {
-  blk::cli::testing::FakeAgent agent;
-  blk::cli::VolumeClient client(blk::cli::UnixAgentAddress(agent.socket_path()), absl::Seconds(5));
-  Mounter mounter;
-  const KubeletPaths paths(agent.dir());
-  NodeService node("node-1", "blk.csi.storage/node", client, mounter, paths);
-  ::csi::v1::NodeStageVolumeRequest request;
-  request.set_volume_id("pvc-1");
-  request.set_staging_target_path(agent.dir() + "/staging");
-  request.mutable_volume_capability()->mutable_block();
-  request.mutable_volume_capability()->mutable_access_mode()->set_mode(
-      VolumeCapability::AccessMode::SINGLE_NODE_WRITER);
-  (*request.mutable_volume_context())["backend"] = "file://" + agent.dir() + "/pvc-1.img";
-  (*request.mutable_volume_context())["size"] = "64Mi";
-  ::csi::v1::NodeStageVolumeResponse response;
-  grpc::Status staged = node.NodeStageVolume(nullptr, &request, &response);
+TEST_F(NodeServiceStage, AsksTheAgentForAtLeastTheContextsSize) {
+  std::ofstream(image()).put('x');
+  grpc::Status staged = Stage(BlockStageRequest());
   ASSERT_TRUE(staged.ok()) << staged.error_message();
-  const blk::v1::CreateVolumeRequest create = agent.service().last_create();
+  const blk::v1::CreateVolumeRequest create = agent_.service().last_create();
   EXPECT_TRUE(create.size_is_minimum());
   EXPECT_EQ(create.volume().size_bytes(), uint64_t{64} << 20);
+}
+
+// After a reboot the pool's file system may not be mounted yet: the agent must not be asked to
+// create the volume (it would make an empty file where the data should be).
+TEST_F(NodeServiceStage, AMissingBackingFileIsNotCreated) {
+  grpc::Status staged = Stage(BlockStageRequest());
+  EXPECT_EQ(staged.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << staged.error_message();
+  EXPECT_THAT(staged.error_message(), HasSubstr(image() + " is missing"));
+  EXPECT_FALSE(agent_.service().last_create().has_volume());
+  EXPECT_FALSE(std::filesystem::exists(image()));
 }
 
 TEST_F(NodeServiceTest, StageRefusesMissingAndBadFields) {

@@ -4,7 +4,7 @@
 # staged (mkfs + mount), published at two targets plus a read-only one,
 # written, the agent killed -9 and restarted underneath, unpublished,
 # unstaged (the agent volume deleted), staged again with its data still
-# there; a raw block volume the same way with dd; every call made twice
+# there (a stage whose file is missing refused, nothing created); a raw block volume the same way with dd; every call made twice
 # (idempotent); missing required fields, a conflicting restage and an unstage
 # of a still-published volume refused with the spec's codes; a disk holding a
 # partition table neither formatted nor mounted (its bytes unchanged, no
@@ -21,7 +21,7 @@
 # removes the file and its record, idempotent.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/csi_lib.sh"
-newest_kernel_only "blk-csi calls the agent; 70 checks kill -9 recovery on both kernels"
+one_kernel_only newest "blk-csi calls the agent; 70 checks kill -9 recovery on both kernels"
 
 
 
@@ -144,6 +144,10 @@ expect_eq "agent volumes after the refused stage" 0 "$(agent_volumes)"
 
 step "filesystem volume: stage (mkfs ext4 + mount), twice"
 fs_image="$WORK/fs.img"
+expect_fail_with "FAILED_PRECONDITION.*is missing" "stage of a volume whose file is missing" \
+  csi NodeStageVolume "$(stage_request vfs ext4 "file://$fs_image" 64Mi)"
+[[ ! -e "$fs_image" ]] || fail "the refused stage created $fs_image"
+truncate -s 64M "$fs_image"
 csi_twice NodeStageVolume "$(stage_request vfs ext4 "file://$fs_image" 64Mi)"
 mounted "$WORK/staging/vfs" || fail "staging path not mounted"
 fs_dev="$(volume_device vfs)"
@@ -214,6 +218,7 @@ csi_twice NodeUnstageVolume "$(unstage_request vfs)"
 
 step "raw block volume: stage, publish at two targets, twice each"
 blk_image="$WORK/blk.img"
+truncate -s 32M "$blk_image"
 csi_twice NodeStageVolume "$(stage_request vblk block "file://$blk_image" 32Mi)"
 mounted "$WORK/staging/vblk" && fail "block mode mounted something at the staging path"
 dev_d="$WORK/pods/d/volumeDevices/vblk" dev_e="$WORK/pods/e/volumeDevices/vblk"

@@ -94,6 +94,7 @@ wait_for "blk-csi on $CSI_SOCKET" 30 test -S "$CSI_SOCKET"
 expect_eq "EXPAND_VOLUME capability" 1 "$(csi NodeGetCapabilities | grep -c 'type: EXPAND_VOLUME')"
 cap='volume_capability { mount { fs_type: "ext4" } access_mode { mode: SINGLE_NODE_WRITER } }'
 staging="$WORK/staging/vfs" pod="$WORK/pods/a/mount"
+truncate -s 64M "$WORK/fs.img"
 context="volume_context { key: \"backend\" value: \"file://$WORK/fs.img\" }"
 context+=' volume_context { key: "size" value: "64Mi" }'
 csi NodeStageVolume "volume_id: \"vfs\" staging_target_path: \"$staging\" $cap $context" >/dev/null

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # A csi-sanity-like suite of our own, on the real blk-csi, the real agent and
 # real mkfs/mount: what kubernetes-csi's csi-sanity checks of the Identity and
-# Node services. Every required field refused with INVALID_ARGUMENT; every
+# Node services, and of the Controller's CreateVolume, DeleteVolume and
+# ValidateVolumeCapabilities (a file pool: a file per volume, the same answer
+# again, ALREADY_EXISTS for the same name with another capacity, a class
+# whose claims would share one backing refused, validation by the volume id
+# alone, deletes idempotent and the file gone). Every required field refused with INVALID_ARGUMENT; every
 # call idempotent (stage, publish, unpublish, unstage twice; unstage and
 # unpublish of what is not there); plugin info, capabilities (exactly what is
 # served), probe, node info; NodeGetVolumeStats and NodeExpandVolume NOT_FOUND
@@ -12,10 +16,12 @@
 # line per check, PASS or FAIL.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/csi_lib.sh"
-newest_kernel_only "blk-csi's answers do not depend on the kernel"
+one_kernel_only lts "blk-csi's answers do not depend on the kernel"
 
 S="$WORK/sanity"
 mkdir -p "$S"
+# The backing files of the volumes staged: blk-csi never creates one (a reboot's unmounted pool).
+truncate -s 16M "$S"/{vfs,vblk,vro,vempty}.img
 CHECKS="$WORK/checks"
 : >"$CHECKS"
 check() { # NAME METHOD CODE [REQUEST [=RESPONSE|~TEXT]]
@@ -35,8 +41,39 @@ unpublish() { echo "volume_id: \"$1\" target_path: \"$2\""; }
 # --- Identity
 check "GetPluginInfo: name" GetPluginInfo OK "" '~name: "blk.csi.storage"'
 check "GetPluginInfo: vendor_version" GetPluginInfo OK "" '~vendor_version: "'
-check "GetPluginCapabilities: none without --controller" GetPluginCapabilities OK "" "="
+check "GetPluginCapabilities: the controller" GetPluginCapabilities OK "" \
+  "=capabilities { service { type: CONTROLLER_SERVICE } } capabilities { service { type: VOLUME_ACCESSIBILITY_CONSTRAINTS } }"
 check "Probe: ready" Probe OK "" "=ready { value: true }"
+
+# --- Controller: CreateVolume, ValidateVolumeCapabilities, DeleteVolume (file pool $S/pool)
+mkdir -p "$S/pool"
+class="parameters { key: \"backend\" value: \"file://$S/pool/{volume}.img\" }"
+caps="volume_capabilities { mount { fs_type: \"ext4\" } access_mode { mode: SINGLE_NODE_WRITER } }"
+create() { # name bytes [class]
+  echo "name: \"$1\" capacity_range { required_bytes: $2 } $caps ${3:-$class}"
+}
+check "ControllerGetCapabilities" ControllerGetCapabilities OK "" \
+  "=capabilities { rpc { type: CREATE_DELETE_VOLUME } }"
+check "CreateVolume: no name" CreateVolume INVALID_ARGUMENT "capacity_range { required_bytes: 1048576 } $caps $class"
+check "CreateVolume: no capabilities" CreateVolume INVALID_ARGUMENT "name: \"c0\" $class"
+check "CreateVolume: multi-node writer" CreateVolume INVALID_ARGUMENT \
+  "name: \"c0\" volume_capabilities { block { } access_mode { mode: MULTI_NODE_MULTI_WRITER } } $class"
+check "CreateVolume: a class whose claims share one backing" CreateVolume INVALID_ARGUMENT \
+  "$(create c0 1048576 "parameters { key: \"backend\" value: \"file://$S/pool/one.img\" }")"
+check "CreateVolume: another node's topology" CreateVolume RESOURCE_EXHAUSTED \
+  "$(create c0 1048576) accessibility_requirements { requisite { segments { key: \"blk.csi.storage/node\" value: \"node-2\" } } }"
+for i in 1 2; do
+  check "CreateVolume #$i: the same answer" CreateVolume OK "$(create c1 $((16 << 20)))" \
+    "=volume { capacity_bytes: $((16 << 20)) volume_id: \"c1\" volume_context { key: \"backend\" value: \"file://$S/pool/c1.img\" } volume_context { key: \"size\" value: \"$((16 << 20))\" } accessible_topology { segments { key: \"blk.csi.storage/node\" value: \"vm-node\" } } }"
+done
+check "CreateVolume: the same name, another capacity" CreateVolume ALREADY_EXISTS "$(create c1 $((32 << 20)))"
+check "ValidateVolumeCapabilities: by the id alone" ValidateVolumeCapabilities OK "volume_id: \"c1\" $caps" \
+  "~confirmed {"
+check "ValidateVolumeCapabilities: an unknown volume" ValidateVolumeCapabilities NOT_FOUND "volume_id: \"c9\" $caps"
+check "ValidateVolumeCapabilities: no capabilities" ValidateVolumeCapabilities INVALID_ARGUMENT "volume_id: \"c1\""
+check "DeleteVolume: no volume_id" DeleteVolume INVALID_ARGUMENT "volume_id: \"\""
+for i in 1 2; do check "DeleteVolume #$i" DeleteVolume OK "volume_id: \"c1\""; done
+check "DeleteVolume: an unknown volume" DeleteVolume OK "volume_id: \"c9\""
 
 # --- NodeGetCapabilities / NodeGetInfo
 check "NodeGetCapabilities: exactly what is served" NodeGetCapabilities OK "" \
@@ -54,6 +91,8 @@ check "stage: capability without access type" NodeStageVolume INVALID_ARGUMENT "
 check "stage: multi-node writer" NodeStageVolume INVALID_ARGUMENT "volume_id: \"x\" $st $(capability block MULTI_NODE_MULTI_WRITER) $(ctx x 16Mi)"
 check "stage: unsupported fs_type" NodeStageVolume INVALID_ARGUMENT "volume_id: \"x\" $st $(capability btrfs) $(ctx x 16Mi)"
 check "stage: no backend in the context" NodeStageVolume INVALID_ARGUMENT "volume_id: \"x\" $st $(capability ext4)"
+check "stage: the backing file is missing" NodeStageVolume FAILED_PRECONDITION "$(stage vmissing ext4)"
+check "the refused stage left no agent volume" NodeGetVolumeStats NOT_FOUND "volume_id: \"vmissing\" volume_path: \"$S\""
 check "unstage: no volume_id" NodeUnstageVolume INVALID_ARGUMENT "$st"
 check "unstage: no staging_target_path" NodeUnstageVolume INVALID_ARGUMENT 'volume_id: "x"'
 tp="target_path: \"$S/pods/x\""
@@ -153,7 +192,7 @@ for i in 1 2; do check "unpublish reader-only block #$i" NodeUnpublishVolume OK 
 for i in 1 2; do check "unstage reader-only block #$i" NodeUnstageVolume OK "$(unstage vro)"; done
 
 start_agent
-start_csi
+start_csi --controller
 
 outside="$WORK/outside"
 mkdir -p "$outside" "$S/pods"
@@ -163,6 +202,7 @@ step "$(grep -c . "$CHECKS") checks on one channel"
 csi --checks "$CHECKS" || fail "sanity checks failed (FAIL lines above)"
 
 step "nothing left behind"
+expect_eq "pool files and controller records" "" "$(ls -A "$S/pool"; ls -A "$WORK/csi-state")"
 expect_eq "entries made through the symbolic link" "" "$(ls -A "$outside")"
 [[ ! -e /var/tmp/blk-escape ]] || fail "a path outside the kubelet root was created"
 expect_eq "mounts under $S" 0 "$(findmnt -rn -o TARGET | grep -c "^$S/")"

@@ -158,13 +158,21 @@ int RunChecks(const Calls& calls, const Channel& channel, std::istream& input) {
 
 int main(int argc, char** argv) {
   const Calls calls = {
-      IDENTITY_CALL(GetPluginInfo),   IDENTITY_CALL(GetPluginCapabilities),
-      IDENTITY_CALL(Probe),           NODE_CALL(NodeStageVolume),
-      NODE_CALL(NodeUnstageVolume),   NODE_CALL(NodePublishVolume),
-      NODE_CALL(NodeUnpublishVolume), NODE_CALL(NodeGetVolumeStats),
-      NODE_CALL(NodeGetCapabilities), NODE_CALL(NodeGetInfo),
-      NODE_CALL(NodeExpandVolume),    CONTROLLER_CALL(CreateVolume),
-      CONTROLLER_CALL(DeleteVolume),  CONTROLLER_CALL(ControllerGetCapabilities),
+      IDENTITY_CALL(GetPluginInfo),
+      IDENTITY_CALL(GetPluginCapabilities),
+      IDENTITY_CALL(Probe),
+      NODE_CALL(NodeStageVolume),
+      NODE_CALL(NodeUnstageVolume),
+      NODE_CALL(NodePublishVolume),
+      NODE_CALL(NodeUnpublishVolume),
+      NODE_CALL(NodeGetVolumeStats),
+      NODE_CALL(NodeGetCapabilities),
+      NODE_CALL(NodeGetInfo),
+      NODE_CALL(NodeExpandVolume),
+      CONTROLLER_CALL(CreateVolume),
+      CONTROLLER_CALL(DeleteVolume),
+      CONTROLLER_CALL(ControllerGetCapabilities),
+      CONTROLLER_CALL(ValidateVolumeCapabilities),
   };
   const std::string mode = argc > 2 ? argv[2] : "";
   if (argc == 4 && mode == "--checks") {

@@ -3,12 +3,15 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -34,6 +37,29 @@ void SetTimeouts(int fd, std::chrono::milliseconds timeout) {
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
+// connect(2) and its errno (0 when connected). A thread with an io_uring (a queue thread
+// reconnecting) sees connect fail with EINTR whenever task work arrives (TIF_NOTIFY_SIGNAL), and
+// a socket with a send timeout is never restarted: the connection goes on in the kernel, so wait
+// for its outcome rather than give up or call connect again.
+int Connect(int fd, const sockaddr* addr, socklen_t length, std::chrono::milliseconds timeout) {
+  if (::connect(fd, addr, length) == 0) return 0;
+  if (errno != EINTR) return errno;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  pollfd writable{.fd = fd, .events = POLLOUT, .revents = 0};
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    const int ready = ::poll(&writable, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
+    if (ready > 0) break;
+    if (ready == 0) return ETIMEDOUT;
+    if (errno != EINTR) return errno;
+  }
+  int err = 0;
+  socklen_t err_length = sizeof(err);
+  if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &err_length) != 0) return errno;
+  return err;
+}
+
 absl::StatusOr<UniqueFd> Dial(const Address& address, std::chrono::milliseconds timeout) {
   if (address.is_unix()) {
     sockaddr_un sun{};
@@ -46,8 +72,9 @@ absl::StatusOr<UniqueFd> Dial(const Address& address, std::chrono::milliseconds 
     UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!fd.valid()) return SocketError(address, "socket", errno);
     SetTimeouts(fd.get(), timeout);
-    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sun), sizeof(sun)) != 0) {
-      return SocketError(address, "connect", errno);
+    if (const int err = Connect(fd.get(), reinterpret_cast<sockaddr*>(&sun), sizeof(sun), timeout);
+        err != 0) {
+      return SocketError(address, "connect", err);
     }
     return fd;
   }
@@ -70,13 +97,13 @@ absl::StatusOr<UniqueFd> Dial(const Address& address, std::chrono::milliseconds 
       continue;
     }
     SetTimeouts(fd.get(), timeout);  // SO_SNDTIMEO bounds connect() too
-    if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0) {
+    last_errno = Connect(fd.get(), ai->ai_addr, ai->ai_addrlen, timeout);
+    if (last_errno == 0) {
       const int one = 1;
       ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       connected = std::move(fd);
       break;
     }
-    last_errno = errno;
   }
   ::freeaddrinfo(results);
   if (!connected.valid()) return SocketError(address, "connect", last_errno);

@@ -1,22 +1,19 @@
 #include "agent/mutual_tls.h"
 
-#include <errno.h>
-
-#include <fstream>
-#include <sstream>
-
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/read_file.h"
 
 namespace blk::agent {
 
 absl::StatusOr<std::string> ReadPemFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return absl::ErrnoToStatus(errno, absl::StrCat("cannot read ", path));
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  if (contents.str().empty()) return absl::InvalidArgumentError(absl::StrCat(path, " is empty"));
-  return contents.str();
+  absl::StatusOr<std::string> contents = ReadFileToString(path);
+  if (!contents.ok()) {
+    return absl::Status(contents.status().code(),
+                        absl::StrCat("cannot read ", contents.status().message()));
+  }
+  if (contents->empty()) return absl::InvalidArgumentError(absl::StrCat(path, " is empty"));
+  return contents;
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MutualTlsServerCredentials(

@@ -2,13 +2,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "agent/volume_validation.h"
 #include "common/atomic_file.h"
+#include "common/read_file.h"
 
 namespace blk::agent {
 namespace {
@@ -16,15 +15,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kRecordSuffix[] = ".json";
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError("cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return absl::DataLossError("read error");
-  return text.str();
-}
 
 }  // namespace
 
@@ -47,7 +37,7 @@ absl::Status VolumeRegistry::Save(const v1::Volume& spec, int device_id) const {
   const std::string path = PathOf(spec.id());
   // Keep the current record as the fallback, but only when it is good: a corrupt one must not
   // replace a good previous version.
-  absl::StatusOr<std::string> current = ReadFile(path);
+  absl::StatusOr<std::string> current = ReadFileToString(path);
   if (current.ok() && DecodeVolumeRecord(*current, spec.id()).ok()) {
     if (absl::Status kept = WriteFileAtomically(path + ".prev", *current); !kept.ok()) return kept;
   }
@@ -78,11 +68,11 @@ VolumeRegistry::Loaded VolumeRegistry::LoadAll() const {
   for (const std::string& id : ids) {
     const std::string path = PathOf(id);
     absl::StatusOr<Record> record = absl::NotFoundError("");
-    absl::StatusOr<std::string> text = ReadFile(path);
+    absl::StatusOr<std::string> text = ReadFileToString(path);
     record = text.ok() ? DecodeVolumeRecord(*text, id) : text.status();
     if (!record.ok()) {
       const std::string previous_path = path + ".prev";
-      absl::StatusOr<std::string> previous_text = ReadFile(previous_path);
+      absl::StatusOr<std::string> previous_text = ReadFileToString(previous_path);
       absl::StatusOr<Record> previous =
           previous_text.ok() ? DecodeVolumeRecord(*previous_text, id) : previous_text.status();
       if (previous.ok()) {

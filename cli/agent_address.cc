@@ -1,26 +1,23 @@
 #include "cli/agent_address.h"
 
-#include <errno.h>
-
-#include <fstream>
-#include <sstream>
-
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/read_file.h"
 
 namespace blk::cli {
 
 namespace {
 
 absl::StatusOr<std::string> ReadPem(const std::string& flag, const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return absl::ErrnoToStatus(errno, absl::StrCat(flag, ": cannot read ", path));
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  if (contents.str().empty()) {
+  absl::StatusOr<std::string> contents = ReadFileToString(path);
+  if (!contents.ok()) {
+    return absl::Status(contents.status().code(),
+                        absl::StrCat(flag, ": cannot read ", contents.status().message()));
+  }
+  if (contents->empty()) {
     return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " is empty"));
   }
-  return contents.str();
+  return contents;
 }
 
 }  // namespace

@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 
 namespace blk {
-namespace {
 
 absl::Status SyncDirectoryOf(const std::string& path) {
   const std::string dir = std::filesystem::path(path).parent_path().string();
@@ -20,8 +19,6 @@ absl::Status SyncDirectoryOf(const std::string& path) {
   if (rc != 0) return absl::ErrnoToStatus(errno, absl::StrCat("fsync directory ", dir));
   return absl::OkStatus();
 }
-
-}  // namespace
 
 absl::Status WriteFileAtomically(const std::string& path, std::string_view contents) {
   const std::string temp = absl::StrCat(path, ".tmp");

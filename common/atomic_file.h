@@ -11,6 +11,9 @@ namespace blk {
 // the target, fsync the directory.
 absl::Status WriteFileAtomically(const std::string& path, std::string_view contents);
 
+// Makes the creation, rename or removal of `path` durable: fsync of its directory.
+absl::Status SyncDirectoryOf(const std::string& path);
+
 // Removes `path` durably (unlink + fsync of the directory). A missing file is OK.
 absl::Status RemoveFileDurably(const std::string& path);
 

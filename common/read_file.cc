@@ -13,7 +13,7 @@ namespace blk {
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
+  if (!fd.valid()) return absl::ErrnoToStatus(errno, path);
   std::string contents;
   char buffer[4096];
   for (;;) {
@@ -21,7 +21,7 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
     if (n == 0) return contents;
     if (n < 0) {
       if (errno == EINTR) continue;
-      return absl::ErrnoToStatus(errno, absl::StrCat("read ", path));
+      return absl::ErrnoToStatus(errno, absl::StrCat(path, " (read)"));
     }
     contents.append(buffer, static_cast<size_t>(n));
   }

@@ -6,7 +6,8 @@
 
 namespace blk {
 
-// The whole of a (small) file; NOT_FOUND when it does not exist, the errno's status otherwise.
+// The whole of a (small) file; NOT_FOUND when it does not exist, the errno's status otherwise,
+// its message "PATH: <errno text>".
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
 }  // namespace blk

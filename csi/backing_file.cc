@@ -7,35 +7,18 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "common/unique_fd.h"
 
 namespace blk::csi {
-namespace {
-
-// The directory of `path` (which is absolute: it comes from a parsed file:// URI).
-std::string DirectoryOf(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-absl::Status SyncDirectory(const std::string& dir) {
-  const UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open directory ", dir));
-  if (::fsync(fd.get()) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("fsync ", dir));
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::Status CreateBackingFile(const std::string& path, int64_t size_bytes) {
-  const std::string dir = DirectoryOf(path);
-  struct stat dir_stat {};
-  if (::stat(dir.c_str(), &dir_stat) != 0 || !S_ISDIR(dir_stat.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the pool directory ", dir, " of ", path, " is not there (not mounted yet?)"));
-  }
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd.valid()) {
+    if (errno == ENOENT || errno == ENOTDIR) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the pool directory of ", path, " is not there (not mounted yet?)"));
+    }
     if (errno != EEXIST) return absl::ErrnoToStatus(errno, absl::StrCat("create ", path));
     struct stat existing {};
     if (::lstat(path.c_str(), &existing) == 0 && S_ISREG(existing.st_mode) &&
@@ -51,7 +34,7 @@ absl::Status CreateBackingFile(const std::string& path, int64_t size_bytes) {
     ::unlink(path.c_str());
     return error;
   }
-  return SyncDirectory(dir);
+  return SyncDirectoryOf(path);
 }
 
 absl::Status RequireBackingFile(const std::string& path) {

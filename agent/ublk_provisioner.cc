@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "agent/volume_stats.h"
+#include "server/local/file_backend.h"
 #include "spdlog/spdlog.h"
 
 namespace blk::agent {
@@ -20,6 +21,10 @@ class UblkVolumeDevice final : public VolumeDevice {
   UblkVolumeDevice(std::unique_ptr<server::Device> device, const server::DeviceConfig& config)
       : device_(std::move(device)) {
     if (const auto* nbd = std::get_if<server::NbdBackendConfig>(&config.backend)) nbd_ = nbd->stats;
+    if (const auto* file = std::get_if<server::FileBackendConfig>(&config.backend)) {
+      file_ = file->stats;
+      file_path_ = file->path;
+    }
     if (const auto* nvme = std::get_if<server::NvmeBackendConfig>(&config.backend)) {
       nvme_ = nvme->stats;
       nvme_path_ = nvme->path;
@@ -43,6 +48,24 @@ class UblkVolumeDevice final : public VolumeDevice {
     return absl::StrCat("NVMe namespace ", nvme_path_, " is gone: ", failed,
                         " requests failed with EIO (the kernel answered ", answer, ")");
   }
+  std::string backing_shortfall(uint64_t volume_bytes) const override {
+    if (!file_) return {};
+    const uint64_t failed = file_->reads_past_end.load(std::memory_order_relaxed);
+    if (failed == 0) return {};
+    absl::StatusOr<std::optional<uint64_t>> size = server::ExistingBackingSize(file_path_);
+    std::string now;
+    if (!size.ok()) {
+      now = std::string(size.status().message());
+    } else if (!size->has_value()) {
+      now = absl::StrCat("backing file ", file_path_, " is missing");
+    } else if (**size >= volume_bytes) {
+      return {};  // extended back: reads past the old end work again
+    } else {
+      now = absl::StrCat("backing file ", file_path_, " has ", **size, " bytes, fewer than the ",
+                         volume_bytes, " of the volume");
+    }
+    return absl::StrCat(now, ": ", failed, " reads past its end failed with EIO");
+  }
   std::string block_path() const override { return device_->block_path(); }
   absl::StatusOr<v1::VolumeStats> Stats(const std::string& volume_id) const override {
     if (!device_->config().io_stats) {
@@ -64,6 +87,8 @@ class UblkVolumeDevice final : public VolumeDevice {
   std::unique_ptr<server::Device> device_;
   std::shared_ptr<server::nbd::Stats> nbd_;
   std::shared_ptr<server::NvmeStats> nvme_;
+  std::shared_ptr<server::FileStats> file_;
+  std::string file_path_;
   std::string nvme_path_;
 };
 
@@ -83,7 +108,8 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec) {
   config.poll = spec.poll();
   switch (spec.backend_case()) {
     case v1::Volume::kFile:
-      config.backend = server::FileBackendConfig{spec.file().path()};
+      config.backend =
+          server::FileBackendConfig{spec.file().path(), std::make_shared<server::FileStats>()};
       break;
     case v1::Volume::kNbd: {
       // 0 seconds means the default, as in the proto.

@@ -29,6 +29,9 @@ class VolumeDevice {
   virtual BackendFaults backend_faults() const { return {}; }
   // Why the backend can serve no more I/O (an NVMe namespace that went away), "" while it can.
   virtual std::string backend_lost() const { return {}; }
+  // Why the backing cannot hold the whole volume of `volume_bytes` right now (a file truncated
+  // under it, whose reads past its end failed with EIO), "" while it can.
+  virtual std::string backing_shortfall(uint64_t /*volume_bytes*/) const { return {}; }
   // I/O statistics since the device came up (see SnapshotVolumeStats); FailedPrecondition when
   // the device keeps none. Called with the volume table locked: no waiting.
   virtual absl::StatusOr<v1::VolumeStats> Stats(const std::string& volume_id) const {

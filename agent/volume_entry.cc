@@ -40,6 +40,12 @@ v1::Volume WithLiveCounters(const VolumeEntry& entry) {
     status.set_state(v1::VOLUME_STATE_FAILED);
     status.set_message(std::move(lost));
   }
+  // The device stays and serves what the backing still holds; the rest fails until it is back.
+  if (std::string shortfall = entry.device->backing_shortfall(volume.size_bytes());
+      !shortfall.empty() && status.state() == v1::VOLUME_STATE_LIVE) {
+    status.set_state(v1::VOLUME_STATE_DEGRADED);
+    status.set_message(std::move(shortfall));
+  }
   return volume;
 }
 

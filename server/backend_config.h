@@ -5,6 +5,7 @@
 #include <string>
 #include <variant>
 
+#include "server/local/file_stats.h"
 #include "server/nbd/stats.h"
 #include "server/nvme/stats.h"
 
@@ -15,6 +16,7 @@ struct NullBackendConfig {};
 // A regular file (created sparse at the device size when missing) or a block device.
 struct FileBackendConfig {
   std::string path;
+  std::shared_ptr<FileStats> stats{};  // optional: the caller reads a truncated backing here
 };
 // NbdBackendConfig::connect_timeout_ms unless told otherwise (blkagent --nbd-connect-timeout).
 inline constexpr uint32_t kDefaultNbdConnectTimeoutMs = 10000;

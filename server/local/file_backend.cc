@@ -118,6 +118,9 @@ absl::StatusOr<std::unique_ptr<FileStorage>> FileStorage::Open(const std::string
   }
   std::unique_ptr<FileStorage> storage(new FileStorage(std::move(fd), direct, is_block_device));
   if (created) storage->created_path_ = path;
+  if (const auto* file = std::get_if<FileBackendConfig>(&config.backend)) {
+    storage->stats_ = file->stats;
+  }
   return storage;
 }
 
@@ -156,7 +159,7 @@ void FileStorage::AbandonCreated() {
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> FileStorage::NewQueueBackend(uint16_t queue_depth) {
-  return std::make_unique<FileBackend>(fd_.get(), queue_depth);
+  return std::make_unique<FileBackend>(fd_.get(), queue_depth, stats_);
 }
 
 absl::Status FileBackend::Attach(Ring& ring, int first_file, Completer completer) {
@@ -172,14 +175,18 @@ void FileBackend::Submit(uint16_t tag, const BlockIo& io) {
   state.io = io;
   state.done = 0;
   state.punch_fallback = false;
-  Issue(tag);
+  if (!Issue(tag)) unissued_.Add(tag);
 }
 
-void FileBackend::Issue(uint16_t tag) {
+void FileBackend::EndOfTurn() {
+  unissued_.RetryEach([this](uint32_t tag) { return Issue(static_cast<uint16_t>(tag)); });
+}
+
+bool FileBackend::Issue(uint16_t tag) {
   TagState& state = tags_[tag];
   const BlockIo& io = state.io;
   io_uring_sqe* sqe = ring_->GetSqe();
-  if (sqe == nullptr) return completer_.Complete(tag, -EAGAIN);
+  if (sqe == nullptr) return false;
   char* buffer = static_cast<char*>(io.buffer) + state.done;
   const uint32_t remaining = io.length - state.done;
   const uint64_t offset = io.offset + state.done;
@@ -207,12 +214,16 @@ void FileBackend::Issue(uint16_t tag) {
   }
   sqe->flags |= IOSQE_FIXED_FILE;
   sqe->user_data = EncodeUserData(CqeKind::kBackend, tag);
+  return true;
 }
 
 void FileBackend::OnCompletion(uint16_t tag, const io_uring_cqe& cqe) {
   if (tag >= tags_.size()) return;
   const int32_t result = ResultOf(tags_[tag], cqe.res);
-  if (result == kMore) return Issue(tag);
+  if (result == kMore) {
+    if (!Issue(tag)) unissued_.Add(tag);
+    return;
+  }
   completer_.Complete(tag, result);
 }
 
@@ -222,9 +233,9 @@ int32_t FileBackend::ResultOf(TagState& state, int32_t res) {
     case abi::kIoOpRead:
       if (res < 0) return res;
       if (res == 0) {
-        // Past the end of the file: the rest reads as zeroes.
-        std::memset(static_cast<char*>(io.buffer) + state.done, 0, io.length - state.done);
-        return static_cast<int32_t>(io.length);
+        // The file ends inside the volume (truncated under it): zeroes would pass for data.
+        if (stats_) stats_->reads_past_end.fetch_add(1, std::memory_order_relaxed);
+        return -EIO;
       }
       state.done += static_cast<uint32_t>(res);
       return state.done < io.length ? kMore : static_cast<int32_t>(io.length);

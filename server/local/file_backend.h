@@ -6,6 +6,8 @@
 
 #include "common/unique_fd.h"
 #include "server/backend.h"
+#include "server/local/file_stats.h"
+#include "server/ublk/sqe_waitlist.h"
 
 namespace blk::server {
 
@@ -34,6 +36,7 @@ class FileStorage final : public Storage {
       : fd_(std::move(fd)), direct_io_(direct_io), is_block_device_(is_block_device) {}
 
   std::string created_path_;  // set when Open created the file
+  std::shared_ptr<FileStats> stats_;
   UniqueFd fd_;
   bool direct_io_;
   bool is_block_device_;
@@ -45,17 +48,21 @@ class FileStorage final : public Storage {
 absl::StatusOr<std::optional<uint64_t>> ExistingBackingSize(const std::string& path);
 
 // Per-queue I/O on a FileStorage's descriptor through the queue's ring (a registered file).
-// Short reads and writes are resubmitted for the rest; a read past the end of the file reads
-// zeroes; FLUSH is fdatasync, DISCARD punches a hole, WRITE_ZEROES zeroes the range (punching a
-// hole where the file system cannot zero a range).
+// Short reads and writes are resubmitted for the rest; a read that finds the end of the file (a
+// backing truncated under the volume) fails with EIO and is counted in `stats`; FLUSH is fdatasync,
+// DISCARD punches a hole, WRITE_ZEROES zeroes the range (punching a hole where the file system
+// cannot zero a range).
 class FileBackend final : public Backend {
  public:
-  FileBackend(int fd, uint16_t queue_depth) : fd_(fd), tags_(queue_depth) {}
+  FileBackend(int fd, uint16_t queue_depth, std::shared_ptr<FileStats> stats = nullptr)
+      : fd_(fd), tags_(queue_depth), unissued_(queue_depth), stats_(std::move(stats)) {}
 
   std::vector<int> Files() const override { return {fd_}; }
   absl::Status Attach(Ring& ring, int first_file, Completer completer) override;
   void Submit(uint16_t tag, const BlockIo& io) override;
   void OnCompletion(uint16_t tag, const io_uring_cqe& cqe) override;
+  // Issues what waited for an SQE.
+  void EndOfTurn() override;
 
  private:
   struct TagState {
@@ -64,8 +71,8 @@ class FileBackend final : public Backend {
     bool punch_fallback = false;
   };
 
-  // Queues the next SQE of the tag's I/O (or completes the tag with EAGAIN when the ring is full).
-  void Issue(uint16_t tag);
+  // Queues the next SQE of the tag's I/O; false when no SQE was free.
+  bool Issue(uint16_t tag);
   // What a CQE of the tag's I/O means: its result, or kMore when Issue should continue it.
   int32_t ResultOf(TagState& state, int32_t res);
 
@@ -74,6 +81,8 @@ class FileBackend final : public Backend {
   Completer completer_;
   int file_index_ = -1;
   std::vector<TagState> tags_;
+  SqeWaitlist unissued_;
+  std::shared_ptr<FileStats> stats_;
 };
 
 }  // namespace blk::server

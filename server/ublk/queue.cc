@@ -226,6 +226,8 @@ absl::Status Queue::MapDescriptorsAndBuffers() {
   }
   op_of_tag_.assign(setup_.depth, 0);
   start_ns_of_tag_.assign(setup_.depth, 0);
+  result_of_tag_.assign(setup_.depth, 0);
+  uncommitted_ = SqeWaitlist(setup_.depth);
   return absl::OkStatus();
 }
 
@@ -346,11 +348,22 @@ bool Queue::Running() const {
 void Queue::Loop() {
   io_uring* ring = ring_->get();
   unsigned wait_for = 1;
+  bool short_of_sqes = false;
   while (Running()) {
     // Polling enters the kernel without waiting: that submits, and runs the task work that posts
-    // completions (none would appear while spinning in user space alone).
-    int rc = setup_.poll ? io_uring_submit_and_get_events(ring)
-                         : io_uring_submit_and_wait(ring, wait_for);
+    // completions (none would appear while spinning in user space alone). Work kept for lack of an
+    // SQE is retried after a short wait even when nothing completes.
+    int rc;
+    if (setup_.poll) {
+      rc = io_uring_submit_and_get_events(ring);
+    } else if (short_of_sqes) {
+      __kernel_timespec retry_after{.tv_sec = 0, .tv_nsec = 1'000'000};
+      io_uring_cqe* first = nullptr;
+      rc = io_uring_submit_and_wait_timeout(ring, &first, wait_for, &retry_after, nullptr);
+      if (rc == -ETIME) rc = 0;
+    } else {
+      rc = io_uring_submit_and_wait(ring, wait_for);
+    }
     if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
       loop_status_ =
           absl::ErrnoToStatus(-rc, absl::StrCat("queue ", id(), " io_uring_submit_and_wait"));
@@ -396,11 +409,14 @@ void Queue::Loop() {
     }
     io_uring_cq_advance(ring, seen);
     setup_.backend->EndOfTurn();
+    uncommitted_.RetryEach([this](uint32_t tag) { return CommitAndFetch(tag); });
+    if (fetch_waits_for_sqe_) fetch_waits_for_sqe_ = !RearmBatchFetch();
     // A COMMIT_IO_CMDS completes while it is submitted: its CQE alone must not end the wait, or
     // every turn costs a second io_uring_enter (at QD1, two per request). Nothing waits for that
     // CQE: the turn's results went with it and the other buffer is free. Should it come later,
     // it still counts towards the two.
     wait_for = commits_ != nullptr && CommitTurn() ? 2 : 1;
+    short_of_sqes = ring_->TakeSqeShortage();
     if (setup_.count_io && in_backend_ != published_inflight_) {
       published_inflight_ = in_backend_;
       setup_.stats->counters.inflight.store(in_backend_, std::memory_order_relaxed);
@@ -427,12 +443,14 @@ void Queue::OnBatchFetch(const io_uring_cqe& cqe) {
     }
     return;
   }
+  fetch_waits_for_sqe_ = !RearmBatchFetch();
+}
+
+bool Queue::RearmBatchFetch() {
   io_uring_sqe* sqe = ring_->GetSqe();
-  if (sqe == nullptr) {
-    fetch_ended_ = true;
-    return;
-  }
+  if (sqe == nullptr) return false;
   PrepBatchFetch(sqe);
+  return true;
 }
 
 bool Queue::CommitTurn() {
@@ -521,15 +539,17 @@ void Queue::Complete(uint16_t tag, int32_t result) {
     commits_->Add(tag, result);  // committed with the rest of the turn's results (CommitTurn)
     return;
   }
+  result_of_tag_[tag] = result;
+  if (!CommitAndFetch(tag)) uncommitted_.Add(tag);
+}
+
+bool Queue::CommitAndFetch(uint16_t tag) {
   io_uring_sqe* sqe = ring_->GetSqe();
-  if (sqe == nullptr) {
-    // Cannot happen with the ring sized for every tag's SQEs; if it does, the tag is lost.
-    ++aborted_;
-    return;
-  }
+  if (sqe == nullptr) return false;
   const uint32_t op =
       setup_.ioctl_encoding ? abi::kUIoCommitAndFetchReq : abi::kIoCommitAndFetchReq;
-  PrepFetch(sqe, tag, op, result);
+  PrepFetch(sqe, tag, op, result_of_tag_[tag]);
+  return true;
 }
 
 }  // namespace blk::server

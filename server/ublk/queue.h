@@ -18,6 +18,7 @@
 #include "server/ublk/batch_io.h"
 #include "server/ublk/queue_stats.h"
 #include "server/ublk/ring.h"
+#include "server/ublk/sqe_waitlist.h"
 
 namespace blk::server {
 
@@ -98,11 +99,16 @@ class Queue {
   // A FETCH_IO_CMDS CQE: each tag it delivers as a fetched request; re-armed when it ended
   // without an abort.
   void OnBatchFetch(const io_uring_cqe& cqe);
+  // A new FETCH_IO_CMDS after one ended; false when no SQE was free (fetch_waits_for_sqe_).
+  bool RearmBatchFetch();
   // Once per turn (batch): this turn's results in one COMMIT_IO_CMDS. Whether it prepared one.
   bool CommitTurn();
   void OnUblkCompletion(uint16_t tag, int32_t res);
   // The tag's request is done: counters, then COMMIT_AND_FETCH_REQ with its result.
   void Complete(uint16_t tag, int32_t result);
+  // COMMIT_AND_FETCH_REQ of the tag's result; false when no SQE was free (it waits in
+  // uncommitted_ for the next turn).
+  bool CommitAndFetch(uint16_t tag);
   static void CompleteFromBackend(void* queue, uint16_t tag, int32_t result);
   // The time and the locality this turn's requests are attributed to, each read at most once per
   // turn and only when a statistic needs it: requests answered in the turn they arrived in (the
@@ -127,6 +133,7 @@ class Queue {
   std::unique_ptr<Ring> ring_;
   std::unique_ptr<BatchCommits> commits_;  // batch only
   bool fetch_ended_ = false;               // batch: FETCH_IO_CMDS ended and is not re-armed
+  bool fetch_waits_for_sqe_ = false;       // batch: it is to be re-armed once an SQE is free
   Mapping descriptors_;
   Mapping buffers_;
   std::vector<uint8_t> op_of_tag_;  // op in flight, for the counters
@@ -137,6 +144,9 @@ class Queue {
   bool always_local_ = false;  // pinned inside the hctx set: every turn is local
   uint32_t published_inflight_ = 0;
   uint32_t in_backend_ = 0;  // tags fetched and not completed yet
+  // Results not committed yet for lack of an SQE (classic mode), and each tag's result.
+  SqeWaitlist uncommitted_;
+  std::vector<int32_t> result_of_tag_;
   uint32_t aborted_ = 0;
   uint32_t held_ = 0;  // requests fetched during a stop and left to the kernel
   bool stop_requested_ = false;

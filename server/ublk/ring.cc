@@ -44,4 +44,11 @@ absl::StatusOr<std::unique_ptr<Ring>> Ring::Create(unsigned entries, bool big_en
 
 Ring::~Ring() { io_uring_queue_exit(&ring_); }
 
+io_uring_sqe* Ring::GetSqeAfterSubmit() {
+  if (!hold_submissions_for_test_) io_uring_submit(&ring_);
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  if (sqe == nullptr) sqe_shortage_ = true;
+  return sqe;
+}
+
 }  // namespace blk::server

@@ -58,18 +58,33 @@ class Ring {
   unsigned setup_flags() const { return setup_flags_; }
 
   // A free SQE; when the submission queue is full, submits what is queued first. nullptr only if
-  // even that fails.
+  // even that fails (the kernel refuses the submission, e.g. EBUSY while its CQ overflows): the
+  // caller keeps the work (SqeWaitlist) and tries again on a later turn, and the ring remembers
+  // the shortage until TakeSqeShortage.
   io_uring_sqe* GetSqe() {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-    if (sqe != nullptr) return sqe;
-    io_uring_submit(&ring_);
-    return io_uring_get_sqe(&ring_);
+    return sqe != nullptr ? sqe : GetSqeAfterSubmit();
   }
+  // Whether GetSqe gave nullptr since the last call: the loop then waits with a short time-out,
+  // so that work kept for lack of an SQE is retried even if no completion arrives.
+  bool TakeSqeShortage() {
+    const bool shortage = sqe_shortage_;
+    sqe_shortage_ = false;
+    return shortage;
+  }
+
+  // Tests only: a full submission queue stays full (GetSqe does not submit), as when the kernel
+  // refuses submissions.
+  void HoldSubmissionsForTest(bool hold) { hold_submissions_for_test_ = hold; }
 
  private:
   Ring() = default;
+  io_uring_sqe* GetSqeAfterSubmit();
+
   io_uring ring_{};
   unsigned setup_flags_ = 0;
+  bool sqe_shortage_ = false;
+  bool hold_submissions_for_test_ = false;
 };
 
 }  // namespace blk::server

@@ -22,7 +22,9 @@ struct FakeDeviceState {
   bool open = false;
   bool stopped = false;
   BackendFaults faults;
-  std::string lost;          // backend_lost()
+  std::string lost;       // backend_lost()
+  std::string shortfall;  // backing_shortfall() while the volume is larger than backing_bytes
+  uint64_t backing_bytes = 0;
   uint32_t rq_affinity = 1;  // the kernel's default for a new device
   int rq_affinity_writes = 0;
   absl::Status rq_affinity_error;  // what writing it fails with
@@ -46,6 +48,9 @@ class FakeDevice final : public VolumeDevice {
   std::string block_path() const override { return "/dev/ublkb" + std::to_string(id_); }
   BackendFaults backend_faults() const override { return state_->faults; }
   std::string backend_lost() const override { return state_->lost; }
+  std::string backing_shortfall(uint64_t volume_bytes) const override {
+    return volume_bytes > state_->backing_bytes ? state_->shortfall : "";
+  }
   absl::StatusOr<uint32_t> RqAffinity() const override { return state_->rq_affinity; }
   absl::Status SetRqAffinity(uint32_t value) override {
     if (!state_->rq_affinity_error.ok()) return state_->rq_affinity_error;
@@ -288,6 +293,24 @@ TEST_F(VolumeTableTest, AVolumeWhoseBackendIsLostIsFailedWithTheReasonAndCanBeDe
   ASSERT_TRUE(Table().Delete("v1", /*force=*/true).ok());
   EXPECT_TRUE(provisioner_.devices.at("v1")->stopped);
   EXPECT_EQ(Table().Get("v1").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(VolumeTableTest, AVolumeWhoseBackingIsShortIsDegradedUntilTheBackingIsBack) {
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
+  FakeDeviceState& device = *provisioner_.devices.at("v1");
+  device.shortfall = "backing file /pool/v1 has 4096 bytes: 2 reads past its end failed with EIO";
+  device.backing_bytes = 4096;
+  auto volume = Table().Get("v1");
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  EXPECT_EQ(volume->status().state(), v1::VOLUME_STATE_DEGRADED);
+  EXPECT_EQ(volume->status().message(), device.shortfall);
+  EXPECT_EQ(volume->status().device_path(), "/dev/ublkb0");  // it still serves the rest
+  EXPECT_EQ(Table().List()[0].status().state(), v1::VOLUME_STATE_DEGRADED);
+
+  device.backing_bytes = volume->size_bytes();  // the file was extended back
+  volume = Table().Get("v1");
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  EXPECT_EQ(volume->status().state(), v1::VOLUME_STATE_LIVE);
 }
 
 TEST_F(VolumeTableTest, CreatingTheSameSpecAgainReturnsTheExistingVolume) {

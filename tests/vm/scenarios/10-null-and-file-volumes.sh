@@ -75,6 +75,21 @@ step "list-volumes shows both, live"
 ctl list-volumes
 expect_eq "live volumes" 2 "$(ctl list-volumes -o json | jq '[.volumes[] | select(.status.state == "VOLUME_STATE_LIVE")] | length')"
 
+step "vfile: its image truncated under it fails reads past the end, degraded until it is back"
+truncate -s 64M "$image"
+expect_fail "reading past the image's end" \
+  dd if="$dev" of=/dev/null bs=4k count=1 skip=$((100 * 256)) iflag=direct status=none
+dd if="$dev" of=/dev/null bs=4k count=1 iflag=direct status=none || fail "the image's first half no longer reads"
+expect_eq "vfile state with a short image" VOLUME_STATE_DEGRADED \
+  "$(ctl get-volume vfile -o json | jq -r .volume.status.state)"
+ctl get-volume vfile -o json | jq -r .volume.status.message | grep "reads past its end failed with EIO" ||
+  fail "get-volume does not say why vfile is degraded"
+truncate -s 128M "$image"
+expect_eq "vfile state once its image is back" VOLUME_STATE_LIVE \
+  "$(ctl get-volume vfile -o json | jq -r .volume.status.state)"
+dd if="$dev" of=/dev/null bs=4k count=1 skip=$((100 * 256)) iflag=direct status=none ||
+  fail "reading past the old end fails after the image was extended back"
+
 step "4096-byte blocks and read-only"
 ctl create-volume v4k --size 64M --block-size 4096 --backend null://
 expect_eq "v4k logical block size" 4096 "$(cat "$(sysfs_of "$(volume_device v4k)")/queue/logical_block_size")"

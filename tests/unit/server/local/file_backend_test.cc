@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -56,15 +57,22 @@ class Harness {
 
   // Submits all I/Os at once (as concurrent tags) and returns each tag's result.
   std::map<uint16_t, int32_t> RunAll(const std::map<uint16_t, BlockIo>& ios) {
-    std::map<uint16_t, int32_t> results;
     for (const auto& [tag, io] : ios) backend_.Submit(tag, io);
+    std::set<uint16_t> tags;
+    for (const auto& [tag, io] : ios) tags.insert(tag);
+    return Collect(tags);
+  }
+
+  // Turns of the loop until each of `tags` completed; their results.
+  std::map<uint16_t, int32_t> Collect(const std::set<uint16_t>& tags) {
+    std::map<uint16_t, int32_t> results;
     while (true) {
       while (std::optional<std::pair<uint16_t, int32_t>> done = done_.Next()) {
-        EXPECT_TRUE(ios.contains(done->first)) << "completed tag " << done->first;
+        EXPECT_TRUE(tags.contains(done->first)) << "completed tag " << done->first;
         EXPECT_TRUE(results.emplace(done->first, done->second).second)
             << "tag " << done->first << " completed twice";
       }
-      if (results.size() >= ios.size()) break;
+      if (results.size() >= tags.size()) break;
       io_uring_cqe* cqe = nullptr;
       int rc = io_uring_submit_and_wait(ring_->get(), 1);
       EXPECT_GE(rc, 0);
@@ -73,9 +81,13 @@ class Harness {
         backend_.OnCompletion(TagOf(cqe->user_data), *cqe);
         io_uring_cqe_seen(ring_->get(), cqe);
       }
+      backend_.EndOfTurn();
     }
     return results;
   }
+
+  Ring& ring() { return *ring_; }
+  RecordingCompleter& done() { return done_; }
 
   int32_t Run(uint16_t tag, const BlockIo& io) { return RunAll({{tag, io}})[tag]; }
 
@@ -255,19 +267,51 @@ TEST_F(FileBackendTest, WriteZeroesZeroesExactlyTheRange) {
   EXPECT_EQ(fs::file_size(path_), kFileSize);
 }
 
-TEST_F(FileBackendTest, ReadPastTheEndOfAShrunkFileReadsZeroes) {
+TEST_F(FileBackendTest, AReadThatFindsTheEndOfAShrunkFileFailsWithEioAndIsCounted) {
+  auto stats = std::make_shared<FileStats>();
+  config_.backend = FileBackendConfig{path_, stats};
   auto storage = OpenStorageOrDie();
   ASSERT_NE(storage, nullptr);
   FillFile('z');
   ASSERT_EQ(::truncate(path_.c_str(), 4096), 0);
+  std::unique_ptr<Backend> backend = *storage->NewQueueBackend(kDepth);
+  Harness harness(*backend);
+  // Zeroes would pass for the volume's data: the read fails instead.
+  EXPECT_EQ(harness.Run(5, Io(abi::kIoOpRead, 0, 16384, buffers_.tag(5))), -EIO);
+  EXPECT_EQ(stats->reads_past_end.load(), 1u);
+  // What the file still holds reads as before.
+  EXPECT_EQ(harness.Run(6, Io(abi::kIoOpRead, 0, 4096, buffers_.tag(6))), 4096);
+  EXPECT_EQ(std::vector<char>(buffers_.tag(6), buffers_.tag(6) + 4096),
+            std::vector<char>(4096, 'z'));
+  EXPECT_EQ(stats->reads_past_end.load(), 1u);
+}
+
+TEST_F(FileBackendTest, AnIoThatFindsNoFreeSqeIsIssuedOnALaterTurnNotFailed) {
+  auto storage = OpenStorageOrDie();
+  ASSERT_NE(storage, nullptr);
+  FillFile('q');
   FileBackend backend(storage->fd(), kDepth);
   Harness harness(backend);
-  std::memset(buffers_.tag(5), 0x55, 16384);
-  EXPECT_EQ(harness.Run(5, Io(abi::kIoOpRead, 0, 16384, buffers_.tag(5))), 16384);
-  EXPECT_EQ(std::vector<char>(buffers_.tag(5), buffers_.tag(5) + 4096),
-            std::vector<char>(4096, 'z'));
-  EXPECT_EQ(std::vector<char>(buffers_.tag(5) + 4096, buffers_.tag(5) + 16384),
-            std::vector<char>(12288, 0));
+  Ring& ring = harness.ring();
+  // A full submission queue the kernel will not take (as while its CQ overflows).
+  unsigned nops = 0;
+  while (io_uring_sqe* nop = io_uring_get_sqe(ring.get())) {
+    io_uring_prep_nop(nop);
+    ++nops;
+  }
+  ring.HoldSubmissionsForTest(true);
+  backend.Submit(3, Io(abi::kIoOpRead, 8192, 4096, buffers_.tag(3)));
+  backend.EndOfTurn();
+  EXPECT_TRUE(ring.TakeSqeShortage());
+  EXPECT_EQ(harness.done().untaken(), 0u);  // neither failed nor dropped: waiting
+
+  ring.HoldSubmissionsForTest(false);
+  ASSERT_EQ(io_uring_submit_and_wait(ring.get(), nops), static_cast<int>(nops));
+  io_uring_cq_advance(ring.get(), nops);
+  backend.EndOfTurn();  // the loop's next turn
+  EXPECT_EQ(harness.Collect({3})[3], 4096);
+  EXPECT_EQ(std::vector<char>(buffers_.tag(3), buffers_.tag(3) + 4096),
+            std::vector<char>(4096, 'q'));
 }
 
 // The queue refuses writes to a read-only device (io_admission_test.cc); the storage adds that

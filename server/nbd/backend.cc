@@ -37,6 +37,7 @@ Backend::Backend(Connection connection, const BackendOptions& options,
     : options_(options),
       reconnector_(std::move(reconnector)),
       stats_(std::move(stats)),
+      unreplied_(SlotCount(options)),
       tags_(SlotCount(options)),
       send_queue_(SlotCount(options)),
       iov_(std::min<size_t>(2 * SlotCount(options), IOV_MAX)),
@@ -47,7 +48,11 @@ Backend::Backend(Connection connection, const BackendOptions& options,
 
 Backend::~Backend() {
   reconnector_->Stop();
-  if (socket_.valid()) ::shutdown(socket_.get(), SHUT_RDWR);
+  if (!socket_.valid()) return;
+  // Between two requests on the wire, the connection ends the way the protocol asks.
+  const bool between_requests = !send_in_flight_ && !(waiting_for_sqe_ & kWaitSend);
+  if (state_ == ConnState::kConnected && between_requests) SendDisconnect(socket_.get());
+  ::shutdown(socket_.get(), SHUT_RDWR);
 }
 
 void Backend::UseConnection(Connection connection) {
@@ -90,19 +95,21 @@ void Backend::OnForwarded(uint32_t slot) {
   Start(slot, options_.shared->requests[slot]);
 }
 
-void Backend::Reply(uint32_t slot) {
+bool Backend::Reply(uint32_t slot) {
   const SharedConnection& shared = *options_.shared;
   const uint16_t queue = static_cast<uint16_t>(slot / shared.depth);
   const uint16_t tag = static_cast<uint16_t>(slot % shared.depth);
   tags_[slot].phase = Phase::kIdle;
+  io_uring_sqe* sqe = ring_->GetSqe();
+  if (sqe == nullptr) return false;
   const int ring_fd = shared.ring_fds[queue].load(std::memory_order_acquire);
   // The queue takes its buffer and slot back with the message (HappensAfter on its Ring).
   HappensBefore(shared.rings[queue].load(std::memory_order_relaxed));
-  io_uring_sqe* sqe = ring_->GetSqe();
   io_uring_prep_msg_ring(sqe, ring_fd, static_cast<uint32_t>(tags_[slot].result),
                          EncodeUserData(CqeKind::kResult, tag), 0);
   sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
   sqe->user_data = ConnectionUserData(kReplyFailed, slot);
+  return true;
 }
 
 void Backend::Start(uint32_t slot, const BlockIo& io) {
@@ -129,7 +136,20 @@ void Backend::Start(uint32_t slot, const BlockIo& io) {
   Enqueue(slot);
 }
 
-void Backend::EndOfTurn() { Kick(); }
+void Backend::EndOfTurn() {
+  if (waiting_for_sqe_ != 0) RetryWaitingOps();
+  unreplied_.RetryEach([this](uint32_t slot) { return Reply(slot); });
+  Kick();
+}
+
+void Backend::RetryWaitingOps() {
+  const uint8_t waiting = waiting_for_sqe_;
+  waiting_for_sqe_ = 0;
+  if (waiting & kWaitTimer) ArmTimer();
+  if (waiting & kWaitPoll) ArmReconnectPoll();
+  if (waiting & kWaitSend) SendRest();
+  if (waiting & kWaitRecv) ArmRecv();
+}
 
 bool Backend::NextRequest(uint32_t slot) {
   TagState& s = tags_[slot];
@@ -204,7 +224,7 @@ void Backend::Finish(uint32_t slot, int32_t result) {
   TagState& s = tags_[slot];
   s.result = result;
   if (slot >= options_.queue_depth) {
-    Reply(slot);
+    if (!Reply(slot)) unreplied_.Add(slot);
     return;
   }
   s.phase = Phase::kIdle;
@@ -213,7 +233,7 @@ void Backend::Finish(uint32_t slot, int32_t result) {
 
 void Backend::Kick() {
   while (state_ == ConnState::kConnected && !server_shutting_down_ && !send_in_flight_ &&
-         send_count_ > 0) {
+         !(waiting_for_sqe_ & kWaitSend) && send_count_ > 0) {
     if (!GatherSends()) return;
     // Straight from this thread, without waiting: a send the socket takes whole costs one system
     // call and no completion (an io_uring SENDMSG would complete at once and end the next wait
@@ -269,6 +289,10 @@ void Backend::SendRest() {
   // The socket was full a moment ago: the SENDMSG waits until it has room (poll first). Nothing
   // else is sent until it completed, which keeps the byte stream in order.
   io_uring_sqe* sqe = ring_->GetSqe();
+  if (sqe == nullptr) {
+    waiting_for_sqe_ |= kWaitSend;  // msg_ keeps what is left; nothing else is sent meanwhile
+    return;
+  }
   io_uring_prep_sendmsg(sqe, socket_.get(), &msg_, MSG_NOSIGNAL);
   sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
   sqe->user_data = ConnectionUserData(kSend, generation_);
@@ -277,6 +301,10 @@ void Backend::SendRest() {
 
 void Backend::ArmRecv() {
   io_uring_sqe* sqe = ring_->GetSqe();
+  if (sqe == nullptr) {
+    waiting_for_sqe_ |= kWaitRecv;
+    return;
+  }
   const ReplyParser::Payload payload = parser_.PendingPayload();
   recv_direct_ = payload.length >= kDirectRecvMinBytes;
   if (recv_direct_) {
@@ -308,6 +336,10 @@ void Backend::ArmRecv() {
 void Backend::ArmReconnectPoll() {
   if (poll_armed_) return;
   io_uring_sqe* sqe = ring_->GetSqe();
+  if (sqe == nullptr) {
+    waiting_for_sqe_ |= kWaitPoll;
+    return;
+  }
   io_uring_prep_poll_add(sqe, reconnector_->event_fd(), POLLIN);
   sqe->user_data = ConnectionUserData(kReconnected, 0);
   poll_armed_ = true;
@@ -318,6 +350,10 @@ void Backend::ArmTimer() {
   timeout_.tv_sec = options_.io_timeout_ms / 1000;
   timeout_.tv_nsec = static_cast<long long>(options_.io_timeout_ms % 1000) * 1000000;
   io_uring_sqe* sqe = ring_->GetSqe();
+  if (sqe == nullptr) {
+    waiting_for_sqe_ |= kWaitTimer;
+    return;
+  }
   io_uring_prep_timeout(sqe, &timeout_, 0, 0);
   sqe->user_data = ConnectionUserData(kTimer, outage_ & 0xFFFFFF);
 }
@@ -345,7 +381,9 @@ void Backend::OnCompletion(uint16_t tag, const io_uring_cqe& cqe) {
     case kReplyFailed:
       // The forwarding queue is alive (it waits for this result): only a transient failure to
       // post the CQE can get here, so post it again.
-      if (cqe.res == -EOVERFLOW || cqe.res == -EAGAIN || cqe.res == -ENOMEM) Reply(extra >> 8);
+      if (cqe.res == -EOVERFLOW || cqe.res == -EAGAIN || cqe.res == -ENOMEM) {
+        if (!Reply(extra >> 8)) unreplied_.Add(extra >> 8);
+      }
       break;
   }
 }
@@ -443,6 +481,8 @@ void Backend::Complete(uint64_t cookie) {
 void Backend::Drop() {
   if (state_ != ConnState::kConnected) return;
   state_ = ConnState::kDraining;
+  // What waited for an SQE belonged to this connection: the next one sends and receives anew.
+  waiting_for_sqe_ &= static_cast<uint8_t>(~(kWaitSend | kWaitRecv));
   // A connection that broke (or whose server went away) before answering anything continues the
   // outage under way: io_timeout counts from its start, so a server that accepts and goes away
   // again and again cannot hold requests forever.

@@ -34,6 +34,7 @@
 #include "server/nbd/reconnector.h"
 #include "server/nbd/shared_connection.h"
 #include "server/nbd/stats.h"
+#include "server/ublk/sqe_waitlist.h"
 
 namespace blk::server::nbd {
 
@@ -67,6 +68,8 @@ class Backend final : public server::Backend, private ReplyTargets {
  private:
   enum class Phase : uint8_t { kIdle, kQueued, kSent };
   enum class ConnState : uint8_t { kConnected, kDraining, kReconnecting };
+  // Connection operations that found no free SQE: armed again at the end of the turn.
+  enum WaitingOp : uint8_t { kWaitRecv = 1, kWaitSend = 2, kWaitPoll = 4, kWaitTimer = 8 };
   enum Event : uint8_t {
     kRecv = 1,
     kSend = 2,
@@ -100,7 +103,9 @@ class Backend final : public server::Backend, private ReplyTargets {
 
   void Start(uint32_t slot, const BlockIo& io);
   void OnForwarded(uint32_t slot);
-  void Reply(uint32_t slot);
+  // Posts a forwarded request's result to its queue's ring; false when no SQE was free.
+  bool Reply(uint32_t slot);
+  void RetryWaitingOps();
   bool NextRequest(uint32_t slot);
   void EncodeHeader(TagState& s, uint64_t offset);
   void Enqueue(uint32_t slot);
@@ -150,7 +155,9 @@ class Backend final : public server::Backend, private ReplyTargets {
   bool after_large_read_ = false;
   bool send_in_flight_ = false;
   bool poll_armed_ = false;
-  bool failing_ = false;  // the outage outlasted io_timeout
+  uint8_t waiting_for_sqe_ = 0;  // WaitingOp bits
+  SqeWaitlist unreplied_;        // forwarded requests whose result waits for an SQE
+  bool failing_ = false;         // the outage outlasted io_timeout
   // From a drop until the server answers a request again (reconnecting alone does not end it).
   bool outage_open_ = false;
   bool server_shutting_down_ = false;  // it answered NBD_ESHUTDOWN on this connection

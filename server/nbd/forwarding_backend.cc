@@ -9,7 +9,7 @@
 namespace blk::server::nbd {
 
 ForwardingBackend::ForwardingBackend(std::shared_ptr<SharedConnection> shared, uint16_t queue)
-    : shared_(std::move(shared)), queue_(queue) {}
+    : shared_(std::move(shared)), queue_(queue), unsent_(shared_->depth) {}
 
 absl::Status ForwardingBackend::Attach(Ring& ring, int /*first_file*/, Completer completer) {
   owner_ring_fd_ = shared_->ring_fds[0].load(std::memory_order_acquire);
@@ -29,14 +29,30 @@ void ForwardingBackend::Submit(uint16_t tag, const BlockIo& io) {
   const uint32_t slot = shared_->Slot(queue_, tag);
   shared_->requests[slot] = io;
   HappensBefore(&shared_->requests[slot]);
+  if (!Forward(tag)) unsent_.Add(tag);
+}
+
+bool ForwardingBackend::Forward(uint16_t tag) {
   io_uring_sqe* sqe = ring_->GetSqe();
+  if (sqe == nullptr) return false;
+  const uint32_t slot = shared_->Slot(queue_, tag);
   io_uring_prep_msg_ring(sqe, owner_ring_fd_, 0, nbd::Backend::ForwardedRequestUserData(slot), 0);
   sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
   sqe->user_data = EncodeUserData(CqeKind::kBackend, tag);
+  return true;
 }
 
 void ForwardingBackend::OnCompletion(uint16_t tag, const io_uring_cqe& cqe) {
-  if (cqe.res < 0) completer_.Complete(tag, -EIO);
+  if (cqe.res >= 0 || tag >= shared_->depth) return;
+  if (cqe.res == -EOVERFLOW || cqe.res == -EAGAIN || cqe.res == -ENOMEM) {
+    if (!Forward(tag)) unsent_.Add(tag);
+    return;
+  }
+  completer_.Complete(tag, -EIO);
+}
+
+void ForwardingBackend::EndOfTurn() {
+  unsent_.RetryEach([this](uint32_t tag) { return Forward(static_cast<uint16_t>(tag)); });
 }
 
 }  // namespace blk::server::nbd

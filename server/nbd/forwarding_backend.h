@@ -7,6 +7,7 @@
 
 #include "server/backend.h"
 #include "server/nbd/shared_connection.h"
+#include "server/ublk/sqe_waitlist.h"
 
 namespace blk::server::nbd {
 
@@ -17,14 +18,21 @@ class ForwardingBackend final : public server::Backend {
   absl::Status Attach(Ring& ring, int first_file, Completer completer) override;
   void Submit(uint16_t tag, const BlockIo& io) override;
   // Only a MSG_RING that failed (successful ones post no CQE here): queue 0 never saw the request.
+  // A transient failure (queue 0's CQ full, no memory) sends it again; any other fails it.
   void OnCompletion(uint16_t tag, const io_uring_cqe& cqe) override;
+  // Forwards what waited for an SQE.
+  void EndOfTurn() override;
 
  private:
+  // The MSG_RING for the tag's request; false when no SQE was free.
+  bool Forward(uint16_t tag);
+
   std::shared_ptr<SharedConnection> shared_;
   const uint16_t queue_;
   Ring* ring_ = nullptr;
   Completer completer_;
   int owner_ring_fd_ = -1;
+  SqeWaitlist unsent_;
 };
 
 }  // namespace blk::server::nbd

@@ -114,15 +114,26 @@ class Wire {
  public:
   Wire(int fd, const Address& address) : fd_(fd), address_(address) {}
 
+  // Where the conversation is, for ending it politely: nothing to say before the options begin
+  // or once the stream broke.
+  enum class Phase { kGreeting, kOptions, kTransmission, kBroken };
+  Phase phase() const { return phase_; }
+  void Entered(Phase phase) {
+    if (phase_ != Phase::kBroken) phase_ = phase;
+  }
+
   absl::Status Read(void* out, size_t n) {
     auto* p = static_cast<uint8_t*>(out);
     while (n > 0) {
       const ssize_t got = ::recv(fd_, p, n, 0);
-      if (got == 0)
+      if (got == 0) {
+        phase_ = Phase::kBroken;
         return absl::UnavailableError(
             absl::StrCat("NBD server ", address_.ToString(), " closed the connection"));
+      }
       if (got < 0) {
         if (errno == EINTR) continue;
+        phase_ = Phase::kBroken;
         return SocketError(address_, "receive", errno);
       }
       p += got;
@@ -136,6 +147,7 @@ class Wire {
       const ssize_t put = ::send(fd_, p, n, MSG_NOSIGNAL);
       if (put < 0) {
         if (errno == EINTR) continue;
+        phase_ = Phase::kBroken;
         return SocketError(address_, "send", errno);
       }
       p += put;
@@ -154,12 +166,17 @@ class Wire {
     absl::Status status = Read(raw, sizeof(raw));
     if (!status.ok()) return status;
     absl::StatusOr<OptionReplyHeader> parsed = ParseOptionReplyHeader(raw);
-    if (!parsed.ok()) return parsed.status();
+    if (!parsed.ok()) {
+      phase_ = Phase::kBroken;
+      return parsed.status();
+    }
     if (parsed->option != option) {
+      phase_ = Phase::kBroken;
       return absl::DataLossError(absl::StrCat("NBD server answered option ", parsed->option,
                                               " while option ", option, " was asked"));
     }
     if (parsed->length > kMaxOptionReplyBytes) {
+      phase_ = Phase::kBroken;
       return absl::DataLossError(
           absl::StrCat("NBD option reply of ", parsed->length, " bytes is too long"));
     }
@@ -168,9 +185,20 @@ class Wire {
     return Read(payload->data(), payload->size());
   }
 
+  // NBD_OPT_ABORT, and its acknowledgement awaited for at most a second: the server is told
+  // the client goes, rather than finding the connection reset.
+  void Abort() {
+    SetTimeouts(fd_, std::chrono::milliseconds(1000));
+    if (!SendOption(kOptAbort, "").ok()) return;
+    OptionReplyHeader header;
+    std::vector<uint8_t> payload;
+    (void)ReadOptionReply(kOptAbort, &header, &payload);
+  }
+
  private:
   int fd_;
   const Address& address_;
+  Phase phase_ = Phase::kGreeting;
 };
 
 std::string ReplyText(const std::vector<uint8_t>& payload) {
@@ -207,6 +235,7 @@ absl::StatusOr<bool> Greet(Wire& wire, const Address& address) {
   PutU32(client_flags, kClientFlagFixedNewstyle | (no_zeroes ? kClientFlagNoZeroes : 0));
   status = wire.Write(client_flags, sizeof(client_flags));
   if (!status.ok()) return status;
+  wire.Entered(Wire::Phase::kOptions);
   return no_zeroes;
 }
 
@@ -239,7 +268,10 @@ absl::StatusOr<bool> Go(Wire& wire, const Address& address, ExportInfo* info) {
       if (payload.size() >= 2 && GetU16(payload.data()) == kInfoExport) have_export = true;
       continue;
     }
-    if (header.type == kRepAck) break;
+    if (header.type == kRepAck) {
+      wire.Entered(Wire::Phase::kTransmission);
+      break;
+    }
     if (header.type == kRepErrUnsup) return false;
     if (header.type == kRepErrShutdown) return ShuttingDown(address, payload);
     if (header.type & kRepFlagError) {
@@ -263,33 +295,62 @@ absl::Status ExportName(Wire& wire, const Address& address, bool no_zeroes, Expo
   uint8_t reply[10 + 124];
   status = wire.Read(reply, no_zeroes ? 10 : sizeof(reply));
   if (!status.ok()) return status;
+  wire.Entered(Wire::Phase::kTransmission);
   info->size = GetU64(reply);
   info->flags = GetU16(reply + 8);
   return absl::OkStatus();
 }
 
+// The options up to the transmission phase; `info` describes the export then.
+absl::Status Negotiate(Wire& wire, const Address& address, ExportInfo* info) {
+  absl::StatusOr<bool> no_zeroes = Greet(wire, address);
+  if (!no_zeroes.ok()) return no_zeroes.status();
+  absl::StatusOr<bool> structured = AskStructuredReplies(wire, address);
+  if (!structured.ok()) return structured.status();
+  info->structured_replies = *structured;
+  absl::StatusOr<bool> went = Go(wire, address, info);
+  if (!went.ok()) return went.status();
+  if (*went) return absl::OkStatus();
+  return ExportName(wire, address, *no_zeroes, info);
+}
+
 }  // namespace
+
+Connection& Connection::operator=(Connection&& other) noexcept {
+  if (this != &other) {
+    if (fd.valid()) SendDisconnect(fd.get());
+    fd = std::move(other.fd);
+    info = other.info;
+  }
+  return *this;
+}
+
+Connection::~Connection() {
+  if (fd.valid()) SendDisconnect(fd.get());
+}
+
+void SendDisconnect(int fd) {
+  uint8_t request[kRequestHeaderBytes];
+  EncodeRequest(request, 0, kCmdDisc, 0, 0, 0);
+  [[maybe_unused]] const ssize_t sent =
+      ::send(fd, request, sizeof(request), MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::shutdown(fd, SHUT_WR);
+}
 
 absl::StatusOr<Connection> Connect(const Address& address, std::chrono::milliseconds timeout) {
   absl::StatusOr<UniqueFd> fd = Dial(address, timeout);
   if (!fd.ok()) return fd.status();
   Wire wire(fd->get(), address);
-  absl::StatusOr<bool> no_zeroes = Greet(wire, address);
-  if (!no_zeroes.ok()) return no_zeroes.status();
   Connection connection;
-  absl::StatusOr<bool> structured = AskStructuredReplies(wire, address);
-  if (!structured.ok()) return structured.status();
-  connection.info.structured_replies = *structured;
-  absl::StatusOr<bool> went = Go(wire, address, &connection.info);
-  if (!went.ok()) return went.status();
-  if (!*went) {
-    absl::Status named = ExportName(wire, address, *no_zeroes, &connection.info);
-    if (!named.ok()) return named;
+  if (absl::Status negotiated = Negotiate(wire, address, &connection.info); !negotiated.ok()) {
+    if (wire.phase() == Wire::Phase::kOptions) wire.Abort();
+    if (wire.phase() == Wire::Phase::kTransmission) SendDisconnect(fd->get());
+    return negotiated;
   }
-  absl::Status status = ValidateBlockSizes(connection.info);
-  if (!status.ok()) return status;
   SetTimeouts(fd->get(), std::chrono::milliseconds(0));
   connection.fd = std::move(*fd);
+  // In transmission now: a refusal from here on ends with NBD_CMD_DISC (~Connection).
+  if (absl::Status status = ValidateBlockSizes(connection.info); !status.ok()) return status;
   return connection;
 }
 

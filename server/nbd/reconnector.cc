@@ -14,12 +14,12 @@ namespace {
 
 constexpr std::chrono::milliseconds kFirstBackoff(50);
 constexpr std::chrono::milliseconds kMaxBackoff(2000);
-constexpr std::chrono::milliseconds kDialTimeout(5000);
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Reconnector>> Reconnector::Create(Address address) {
-  std::unique_ptr<Reconnector> r(new Reconnector(std::move(address)));
+absl::StatusOr<std::unique_ptr<Reconnector>> Reconnector::Create(
+    Address address, std::chrono::milliseconds dial_timeout) {
+  std::unique_ptr<Reconnector> r(new Reconnector(std::move(address), dial_timeout));
   r->event_fd_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!r->event_fd_.valid()) {
     return absl::ErrnoToStatus(errno, "eventfd for NBD reconnect");
@@ -67,7 +67,7 @@ void Reconnector::Stop() {
 void Reconnector::Run() {
   std::chrono::milliseconds backoff = kFirstBackoff;
   for (;;) {
-    absl::StatusOr<Connection> connection = Connect(address_, kDialTimeout);
+    absl::StatusOr<Connection> connection = Connect(address_, dial_timeout_);
     absl::MutexLock lock(&mutex_);
     if (stopping_) return;
     if (connection.ok()) {

@@ -18,7 +18,10 @@ namespace blk::server::nbd {
 
 class Reconnector {
  public:
-  static absl::StatusOr<std::unique_ptr<Reconnector>> Create(Address address);
+  // Each dial (connect and handshake) gives up after `dial_timeout` (blkagent
+  // --nbd-connect-timeout) and is tried again.
+  static absl::StatusOr<std::unique_ptr<Reconnector>> Create(
+      Address address, std::chrono::milliseconds dial_timeout);
   ~Reconnector();
   Reconnector(const Reconnector&) = delete;
   Reconnector& operator=(const Reconnector&) = delete;
@@ -33,10 +36,12 @@ class Reconnector {
   void Stop();
 
  private:
-  explicit Reconnector(Address address) : address_(std::move(address)) {}
+  Reconnector(Address address, std::chrono::milliseconds dial_timeout)
+      : address_(std::move(address)), dial_timeout_(dial_timeout) {}
   void Run();
 
   const Address address_;
+  const std::chrono::milliseconds dial_timeout_;
   UniqueFd event_fd_;
   std::thread thread_;  // used by the queue thread only
   absl::Mutex mutex_;

@@ -88,7 +88,8 @@ absl::StatusOr<std::unique_ptr<server::Backend>> Storage::NewQueueBackend(uint16
     if (!more.ok()) return more.status();
     connection = std::move(*more);
   }
-  absl::StatusOr<std::unique_ptr<Reconnector>> reconnector = Reconnector::Create(address_);
+  absl::StatusOr<std::unique_ptr<Reconnector>> reconnector =
+      Reconnector::Create(address_, connect_timeout_);
   if (!reconnector.ok()) return reconnector.status();
   BackendOptions options = options_;
   options.queue_depth = queue_depth;

@@ -16,6 +16,7 @@
 #include <random>
 #include <thread>
 
+#include "common/unique_fd.h"
 #include "gtest/gtest.h"
 #include "server/nbd/storage.h"
 #include "server/ublk/abi.h"
@@ -69,6 +70,7 @@ class NbdBackendTest : public ::testing::Test {
     NbdBackendConfig backend;
     backend.uri = uri;
     backend.io_timeout_ms = io_timeout_ms;
+    backend.connect_timeout_ms = connect_timeout_ms_;
     backend.stats = stats_;
     absl::StatusOr<std::unique_ptr<nbd::Storage>> storage = nbd::Storage::Open(backend, config);
     if (!storage.ok()) return storage.status();
@@ -209,6 +211,7 @@ class NbdBackendTest : public ::testing::Test {
   std::unique_ptr<nbd::Storage> storage_;
   std::unique_ptr<Driver> driver_;
   std::shared_ptr<nbd::Stats> stats_ = std::make_shared<nbd::Stats>();
+  uint32_t connect_timeout_ms_ = kDefaultNbdConnectTimeoutMs;
   std::vector<uint8_t> model_;
   std::mt19937_64 rng_{12345};
 };
@@ -356,6 +359,110 @@ TEST_F(NbdBackendTest, UnknownExportIsRefusedWithTheServerMessage) {
   EXPECT_FALSE(status.ok());
   EXPECT_NE(status.message().find("bad"), absl::string_view::npos) << status;
   EXPECT_TRUE(Open(kit_->uri("good")).ok());
+}
+
+// How many lines of `log` hold `text`.
+int LinesWith(const std::string& log, const std::string& text) {
+  std::ifstream in(log);
+  int count = 0;
+  for (std::string line; std::getline(in, line);) count += line.find(text) != std::string::npos;
+  return count;
+}
+
+// Waits (up to 10 s) until `log` has at least `count` lines holding `text`.
+bool AwaitLines(const std::string& log, const std::string& text, int count) {
+  const auto deadline = testing_nbd::Clock::now() + std::chrono::seconds(10);
+  while (LinesWith(log, text) < count && testing_nbd::Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling interval
+  }
+  return LinesWith(log, text) >= count;
+}
+
+// Every way the agent lets go of a connection tells the server, as the protocol asks: a size
+// probe and a volume's queue with NBD_CMD_DISC, a refused negotiation with NBD_OPT_ABORT.
+TEST_F(NbdBackendTest, ConnectionsEndWithDisconnectOrAbortNotAReset) {
+  const std::string log = dir_ + "/nbdkit.log";
+  kit_ = std::make_unique<NbdKit>(
+      Socket(), 0,
+      std::vector<std::string>{"-v", "--filter=exportname", "memory", "64M", "exportname=good",
+                               "exportname-strict=true"});
+  kit_->stderr_path = log;
+  ASSERT_TRUE(kit_->Start());
+
+  ASSERT_TRUE(nbd::ProbeExport(kit_->uri("good"), std::chrono::seconds(5)).ok());
+  EXPECT_TRUE(AwaitLines(log, "client sent NBD_CMD_DISC", 1));
+
+  EXPECT_EQ(nbd::ProbeExport(kit_->uri("bad"), std::chrono::seconds(5)).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_TRUE(AwaitLines(log, "NBD_OPT_ABORT", 1));
+
+  ASSERT_TRUE(Open(kit_->uri("good")).ok());
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 4096)), 4096);
+  driver_.reset();
+  storage_.reset();
+  EXPECT_TRUE(AwaitLines(log, "client sent NBD_CMD_DISC", 2));
+}
+
+// The first reply's completion finds the ring's submission queue full and the kernel taking none
+// (as while its CQ overflows): the receive waits for a later turn instead of being lost.
+TEST_F(NbdBackendTest, AReceiveThatFindsNoFreeSqeIsArmedOnALaterTurn) {
+  StartKit({"memory", "64M"});
+  ASSERT_TRUE(Open(kit_->uri()).ok());
+  Ring& ring = driver_->ring();
+  bool filled = false;
+  driver_->on_result = [&](uint16_t, int32_t) {
+    if (filled) return;
+    filled = true;
+    while (io_uring_sqe* nop = io_uring_get_sqe(ring.get())) io_uring_prep_nop(nop);
+    ring.HoldSubmissionsForTest(true);
+  };
+  driver_->on_pumped = [&] {
+    if (filled) ring.HoldSubmissionsForTest(false);
+  };
+  std::memset(driver_->Buffer(0), 0xA5, 4096);
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, 8192, 4096)), 4096);
+  EXPECT_TRUE(filled);
+  EXPECT_TRUE(ring.TakeSqeShortage());
+  // Only a receive armed again can bring this reply.
+  std::memset(driver_->Buffer(0), 0, 4096);
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 8192, 4096)), 4096);
+  EXPECT_EQ(std::vector<uint8_t>(driver_->Buffer(0), driver_->Buffer(0) + 4096),
+            std::vector<uint8_t>(4096, 0xA5));
+}
+
+// A server that accepts and never speaks holds each reconnect dial only for the volume's connect
+// timeout (blkagent --nbd-connect-timeout), then the dial is tried again.
+TEST_F(NbdBackendTest, AReconnectDialGivesUpAtTheConnectTimeoutAndTriesAgain) {
+  StartKit({"memory", "64M"});
+  connect_timeout_ms_ = 200;
+  ASSERT_TRUE(Open(kit_->uri()).ok());
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 4096)), 4096);
+  kit_->Kill();
+  // Where the server was, a socket that takes connections and says nothing.
+  ::unlink(Socket().c_str());
+  UniqueFd silent(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  sockaddr_un sun{};
+  sun.sun_family = AF_UNIX;
+  std::strncpy(sun.sun_path, Socket().c_str(), sizeof(sun.sun_path) - 1);
+  ASSERT_EQ(::bind(silent.get(), reinterpret_cast<sockaddr*>(&sun), sizeof(sun)), 0);
+  ASSERT_EQ(::listen(silent.get(), 16), 0);
+  std::vector<UniqueFd> dials;
+  // A dial waiting the default 10 s would let only one through before this deadline.
+  const auto deadline = testing_nbd::Clock::now() + std::chrono::seconds(4);
+  while (dials.size() < 3 && testing_nbd::Clock::now() < deadline) {
+    driver_->Pump(std::chrono::milliseconds(20));  // the broken connection's receive comes back
+    while (true) {
+      UniqueFd dial(::accept4(silent.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (!dial.valid()) break;
+      dials.push_back(std::move(dial));
+    }
+  }
+  EXPECT_GE(dials.size(), 3u);
+  silent.Reset();
+  ASSERT_TRUE(kit_->Start());
+  // Waits for the reconnect (well within the 30 s io_timeout) and is served.
+  EXPECT_EQ(driver_->Run({Io(abi::kIoOpRead, 0, 4096)}, std::chrono::seconds(15))[0], 4096);
+  EXPECT_EQ(storage_->stats()->reconnects.load(), 1u);
 }
 
 TEST_F(NbdBackendTest, ServerKilledAndRestartedMidStreamLosesNothing) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -166,6 +167,11 @@ class NbdKit {
     argv.insert(argv.end(), args_.begin(), args_.end());
     pid_ = ::fork();
     if (pid_ == 0) {
+      if (!stderr_path.empty()) {
+        const int log =
+            ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        if (log >= 0) ::dup2(log, STDERR_FILENO);
+      }
       std::vector<char*> c_argv;
       c_argv.reserve(argv.size() + 1);
       for (auto& a : argv) c_argv.push_back(a.data());
@@ -194,6 +200,9 @@ class NbdKit {
     ::waitpid(pid_, nullptr, 0);
     pid_ = -1;
   }
+  // Where its stderr goes (its -v debug messages), when set before Start.
+  std::string stderr_path;
+
   std::string uri(const std::string& export_name = "") const {
     if (!unix_socket_.empty()) return "nbd+unix:///" + export_name + "?socket=" + unix_socket_;
     return "nbd://127.0.0.1:" + std::to_string(port_) + "/" + export_name;
@@ -222,6 +231,7 @@ class Driver {
     attach_status_ = backend_->Attach(*ring_, 0, Completer(&Driver::Completed, this));
   }
   const absl::Status& attach_status() const { return attach_status_; }
+  Ring& ring() { return *ring_; }
   uint8_t* Buffer(uint16_t tag) { return buffers_.data() + size_t{tag} * kMaxIoBytes; }
 
   // Runs ios[i] on tag i, all at once; results in order. kNotCompleted for any still pending at

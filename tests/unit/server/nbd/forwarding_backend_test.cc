@@ -9,6 +9,7 @@
 
 #include "common/unique_fd.h"
 #include "gtest/gtest.h"
+#include "server/nbd/backend.h"
 #include "tests/unit/server/recording_completer.h"
 
 namespace blk::server::nbd {
@@ -79,6 +80,80 @@ TEST(ForwardingBackend, AResultPostedByQueue0ArrivesAsAResultCqeOfTheTag) {
   ASSERT_EQ(io_uring_submit(owner->get()), 1);
   EXPECT_EQ(Drain(*ring, backend, done), 1);
   EXPECT_EQ(done.Take(3), 8192);
+}
+
+// Fills the submission queue with NOPs the ring will not submit (Ring::HoldSubmissionsForTest);
+// how many.
+unsigned FillAndHold(Ring& ring) {
+  unsigned nops = 0;
+  while (io_uring_sqe* nop = io_uring_get_sqe(ring.get())) {
+    io_uring_prep_nop(nop);
+    ++nops;
+  }
+  ring.HoldSubmissionsForTest(true);
+  return nops;
+}
+
+// Whether queue 0's ring got the forwarded request of `slot`.
+bool Forwarded(Ring& owner, uint32_t slot) {
+  io_uring_cqe* cqe = nullptr;
+  __kernel_timespec wait{.tv_sec = 5, .tv_nsec = 0};
+  if (io_uring_wait_cqe_timeout(owner.get(), &cqe, &wait) != 0) return false;
+  const bool forwarded = cqe->user_data == Backend::ForwardedRequestUserData(slot);
+  io_uring_cqe_seen(owner.get(), cqe);
+  return forwarded;
+}
+
+TEST(ForwardingBackend, ARequestThatFindsNoFreeSqeIsForwardedOnALaterTurn) {
+  auto shared = std::make_shared<SharedConnection>(2, kDepth);
+  std::unique_ptr<Ring> owner = std::move(*Ring::Create(8));
+  shared->ring_fds[0].store(owner->get()->ring_fd);
+  std::unique_ptr<Ring> ring = std::move(*Ring::Create(8));
+  RecordingCompleter done;
+  ForwardingBackend backend(shared, 1);
+  ASSERT_TRUE(backend.Attach(*ring, 0, done.completer()).ok());
+
+  const unsigned nops = FillAndHold(*ring);
+  BlockIo io;
+  io.length = 4096;
+  backend.Submit(1, io);
+  backend.EndOfTurn();
+  EXPECT_TRUE(ring->TakeSqeShortage());
+  EXPECT_EQ(done.untaken(), 0u);  // not failed, not lost: waiting
+
+  ring->HoldSubmissionsForTest(false);
+  ASSERT_EQ(io_uring_submit_and_wait(ring->get(), nops), static_cast<int>(nops));
+  io_uring_cq_advance(ring->get(), nops);
+  backend.EndOfTurn();
+  ASSERT_EQ(io_uring_submit(ring->get()), 1);
+  EXPECT_TRUE(Forwarded(*owner, shared->Slot(1, 1)));
+  EXPECT_EQ(done.untaken(), 0u);
+}
+
+TEST(ForwardingBackend, AForwardThatFailedForAMomentIsSentAgainNotFailed) {
+  auto shared = std::make_shared<SharedConnection>(2, kDepth);
+  std::unique_ptr<Ring> owner = std::move(*Ring::Create(8));
+  shared->ring_fds[0].store(owner->get()->ring_fd);
+  std::unique_ptr<Ring> ring = std::move(*Ring::Create(8));
+  RecordingCompleter done;
+  ForwardingBackend backend(shared, 1);
+  ASSERT_TRUE(backend.Attach(*ring, 0, done.completer()).ok());
+  BlockIo io;
+  io.length = 4096;
+  backend.Submit(2, io);
+  ASSERT_EQ(io_uring_submit(ring->get()), 1);
+  EXPECT_TRUE(Forwarded(*owner, shared->Slot(1, 2)));
+
+  // The kernel's answer when queue 0's CQ had no room (the MSG_RING's own CQE on this ring).
+  for (const int transient : {-EOVERFLOW, -EAGAIN, -ENOMEM}) {
+    io_uring_cqe failed{};
+    failed.user_data = EncodeUserData(CqeKind::kBackend, 2);
+    failed.res = transient;
+    backend.OnCompletion(2, failed);
+    EXPECT_EQ(done.untaken(), 0u) << transient;
+    ASSERT_EQ(io_uring_submit(ring->get()), 1);
+    EXPECT_TRUE(Forwarded(*owner, shared->Slot(1, 2))) << transient;
+  }
 }
 
 }  // namespace

@@ -64,7 +64,8 @@ class UblkVolumeDevice final : public VolumeDevice {
       now = absl::StrCat("backing file ", file_path_, " has ", **size, " bytes, fewer than the ",
                          volume_bytes, " of the volume");
     }
-    return absl::StrCat(now, ": ", failed, " reads past its end failed with EIO");
+    return absl::StrCat(now, ": ", failed, failed == 1 ? " read" : " reads",
+                        " past its end failed with EIO");
   }
   std::string block_path() const override { return device_->block_path(); }
   absl::StatusOr<v1::VolumeStats> Stats(const std::string& volume_id) const override {

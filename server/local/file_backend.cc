@@ -98,10 +98,20 @@ absl::StatusOr<std::unique_ptr<FileStorage>> FileStorage::Open(const std::string
         absl::StrCat("backend file ", path, " is neither a regular file nor a block device"));
   }
 
-  UniqueFd fd(::open(path.c_str(), access | O_CLOEXEC | O_DIRECT));
+  // A block device is claimed exclusively: the kernel then refuses it while it is mounted, in a
+  // device-mapper or MD set, or claimed by another program (another volume), and refuses them
+  // while the volume holds it.
+  const int exclusive = is_block_device ? O_EXCL : 0;
+  UniqueFd fd(::open(path.c_str(), access | exclusive | O_CLOEXEC | O_DIRECT));
+  if (!fd.valid() && errno == EBUSY) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "backend block device ", path,
+        " is in use (mounted, part of a device-mapper or MD set, or claimed by another volume)"));
+  }
   bool direct = fd.valid() && DirectReadWorks(fd.get(), config.logical_block_size);
   if (!direct) {
-    fd = UniqueFd(::open(path.c_str(), access | O_CLOEXEC));
+    fd.Reset();  // its exclusive claim first
+    fd = UniqueFd(::open(path.c_str(), access | exclusive | O_CLOEXEC));
     if (!fd.valid()) return PathError(path, "open", errno);
   }
 

@@ -90,6 +90,20 @@ expect_eq "vfile state once its image is back" VOLUME_STATE_LIVE \
 dd if="$dev" of=/dev/null bs=4k count=1 skip=$((100 * 256)) iflag=direct status=none ||
   fail "reading past the old end fails after the image was extended back"
 
+step "a block device backing is claimed exclusively: refused while mounted, unmountable while held"
+truncate -s 64M "$WORK/loop.img"
+loop="$(losetup -f --show "$WORK/loop.img")"
+mkfs.ext4 -q "$loop"
+mkdir -p "$WORK/mnt"
+mount "$loop" "$WORK/mnt"
+expect_fail_with "is in use" "a volume on a mounted block device" \
+  ctl create-volume vloop --size 32M --backend "file://$loop"
+umount "$WORK/mnt"
+ctl create-volume vloop --size 32M --backend "file://$loop"
+expect_fail "mounting the block device a volume holds" mount "$loop" "$WORK/mnt"
+ctl delete-volume vloop
+losetup -d "$loop"
+
 step "4096-byte blocks and read-only"
 ctl create-volume v4k --size 64M --block-size 4096 --backend null://
 expect_eq "v4k logical block size" 4096 "$(cat "$(sysfs_of "$(volume_device v4k)")/queue/logical_block_size")"

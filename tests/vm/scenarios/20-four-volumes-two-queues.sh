@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Four file volumes with two queues each, written and verified at the same time.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+one_kernel_only newest "four volumes at once exercise the agent's queues; 10 and 70 serve file volumes on both kernels"
 
 start_agent
 for i in 1 2 3 4; do

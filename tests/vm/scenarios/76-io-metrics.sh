@@ -8,6 +8,7 @@
 # their hctx CPUs complete remotely; and an agent started with
 # --metrics-address off refuses GetVolumeStats clearly.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+one_kernel_only lts "the counters are the agent's, one code path for both io modes; 78 checks the kernel's side on both"
 
 scrape() { curl -fsS "http://127.0.0.1:9477/metrics"; }
 # metric 'NAME{LABELS}': its value in a fresh scrape (empty when absent).

@@ -299,7 +299,9 @@ absl::Status VolumeTable::Delete(const std::string& id, bool force) {
   {
     absl::MutexLock lock(&mutex_);
     auto it = entries_.find(id);
-    if (it == entries_.end()) return absl::OkStatus();
+    // Not OK: a mistyped id must not read as a deletion. Callers that want CSI's idempotence
+    // (blk-csi, blkctl --if-exists) take NOT_FOUND as done.
+    if (it == entries_.end()) return NotFound(id);
     VolumeEntry& entry = it->second;
     if (entry.busy) return InProgress(id);
     claim.emplace(mutex_, entries_, id);

@@ -26,9 +26,9 @@
 namespace blk::agent {
 
 // The volumes this agent owns: their specs (persisted), states and devices.
-// Semantics follow CSI: Create is idempotent on the id, Delete of an unknown id
-// is OK, a second call while one is in flight on the same id is ABORTED, and a
-// rejected request changes nothing.
+// Semantics follow CSI: Create is idempotent on the id, a second call while one is in flight on
+// the same id is ABORTED, and a rejected request changes nothing. Delete of an unknown id is
+// NOT_FOUND, which an idempotent caller takes as done.
 //
 // The table's mutex guards the map only: a device is brought up, stopped or detached with the
 // volume claimed (BusyClaim) and the mutex free, so a slow device (an NBD dial) blocks no other

@@ -253,16 +253,21 @@ void AddDeleteVolume(CLI::App& app, Invocation& invocation) {
   struct DeleteFlags {
     std::string id;
     bool force = false;
+    bool if_exists = false;
   };
   auto flags = std::make_shared<DeleteFlags>();
-  CLI::App* command = app.add_subcommand("delete-volume", "Stop and remove a volume's device");
+  CLI::App* command = app.add_subcommand(
+      "delete-volume", "Stop and remove a volume's device (an unknown volume is an error)");
   command->add_option("ID", flags->id, "Volume id")->required();
   command->add_flag("--force", flags->force,
                     "Delete even when the device is open (its users get I/O errors)");
+  command->add_flag("--if-exists", flags->if_exists,
+                    "A volume that does not exist is not an error: exit 0, saying so");
   AddOutputOption(*command, invocation.format_text);
   command->callback([&invocation, flags] {
     invocation.command = [&invocation, flags](VolumeClient& client) {
-      return RunDeleteVolume(client, flags->id, flags->force, invocation.format());
+      return RunDeleteVolume(client, flags->id, flags->force, flags->if_exists,
+                             invocation.format());
     };
   });
 }

@@ -78,13 +78,19 @@ absl::StatusOr<std::string> RunResizeVolume(VolumeClient& client, absl::string_v
 }
 
 absl::StatusOr<std::string> RunDeleteVolume(VolumeClient& client, absl::string_view id, bool force,
-                                            OutputFormat format) {
+                                            bool if_exists, OutputFormat format) {
   blk::v1::DeleteVolumeRequest request;
   request.set_id(std::string(id));
   request.set_force(force);
   absl::StatusOr<blk::v1::DeleteVolumeResponse> response = client.DeleteVolume(request);
-  if (!response.ok()) return response.status();
-  if (format == OutputFormat::kJson) return RenderJson(*response);
+  const bool missing = response.status().code() == absl::StatusCode::kNotFound;
+  if (missing && !if_exists) {
+    return absl::NotFoundError(absl::StrCat(
+        response.status().message(), "; nothing deleted (with --if-exists that is not an error)"));
+  }
+  if (!response.ok() && !missing) return response.status();
+  if (format == OutputFormat::kJson) return RenderJson(blk::v1::DeleteVolumeResponse());
+  if (missing) return absl::StrCat("volume ", id, " does not exist; nothing to delete\n");
   return absl::StrCat("volume ", id, " deleted\n");
 }
 

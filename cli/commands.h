@@ -52,8 +52,9 @@ absl::StatusOr<std::string> RunUpdateVolume(VolumeClient& client, const UpdateVo
 // Grows the volume to `size_bytes` (the agent refuses shrinking).
 absl::StatusOr<std::string> RunResizeVolume(VolumeClient& client, absl::string_view id,
                                             uint64_t size_bytes, OutputFormat format);
+// An unknown volume is NOT_FOUND, unless `if_exists`: then it says there was nothing to delete.
 absl::StatusOr<std::string> RunDeleteVolume(VolumeClient& client, absl::string_view id, bool force,
-                                            OutputFormat format);
+                                            bool if_exists, OutputFormat format);
 absl::StatusOr<std::string> RunGetVolume(VolumeClient& client, absl::string_view id,
                                          OutputFormat format);
 absl::StatusOr<std::string> RunListVolumes(VolumeClient& client, OutputFormat format);

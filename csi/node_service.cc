@@ -75,6 +75,14 @@ std::string LoopBackingFile(const std::string& name) {
 
 }  // namespace
 
+absl::Status DeleteAgentVolume(blk::cli::VolumeClient& agent, const std::string& volume_id) {
+  blk::v1::DeleteVolumeRequest remove;
+  remove.set_id(volume_id);
+  absl::Status removed = agent.DeleteVolume(remove).status();
+  if (removed.code() == absl::StatusCode::kNotFound) return absl::OkStatus();
+  return removed;
+}
+
 NodeService::NodeService(std::string node_id, std::string topology_key,
                          blk::cli::VolumeClient& agent, const Mounter& mounter,
                          const KubeletPaths& paths)
@@ -197,11 +205,8 @@ grpc::Status NodeService::NodeStageVolume(grpc::ServerContext*,
   if (request->volume_capability().has_block()) return grpc::Status::OK;
   grpc::Status staged = StageFilesystem(*request, *device);
   if (!staged.ok() && !existing.ok()) {
-    // This call created the agent volume: a failed stage leaves none behind (not forced: a
-    // device someone opened meanwhile stays, and the answer says so).
-    blk::v1::DeleteVolumeRequest remove;
-    remove.set_id(request->volume_id());
-    if (absl::Status removed = agent_.DeleteVolume(remove).status(); !removed.ok()) {
+    // This call created the agent volume: a failed stage leaves none behind.
+    if (absl::Status removed = DeleteAgentVolume(agent_, request->volume_id()); !removed.ok()) {
       return grpc::Status(
           staged.error_code(),
           absl::StrCat(staged.error_message(), "; the agent volume stays: ", removed.message()));
@@ -288,11 +293,7 @@ grpc::Status NodeService::NodeUnstageVolume(grpc::ServerContext*,
   absl::Status unmounted = mounter_.Unmount(request->staging_target_path());
   if (!unmounted.ok()) return ToGrpc(unmounted);
   if (!got.ok()) return grpc::Status::OK;  // the agent volume is gone already
-  // Not forced: a device some process still holds open stays, and the agent's
-  // FAILED_PRECONDITION says so.
-  blk::v1::DeleteVolumeRequest remove;
-  remove.set_id(request->volume_id());
-  return ToGrpc(agent_.DeleteVolume(remove).status());
+  return ToGrpc(DeleteAgentVolume(agent_, request->volume_id()));
 }
 
 grpc::Status NodeService::NodePublishVolume(grpc::ServerContext*,

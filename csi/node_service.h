@@ -13,6 +13,11 @@
 
 namespace blk::csi {
 
+// The agent's DeleteVolume (not forced: a device some process holds open stays, and the agent's
+// FAILED_PRECONDITION says so), with NOT_FOUND taken as done: CSI's deletes are idempotent, and
+// the volume may be gone already (deleted by another call since it was looked up).
+absl::Status DeleteAgentVolume(blk::cli::VolumeClient& agent, const std::string& volume_id);
+
 // CSI Node: stage = the agent volume (created from the volume context) plus,
 // in filesystem mode, a file system mounted at the staging path; publish = a
 // bind of that mount (or of the device node, raw block; of a read-only loop

@@ -115,7 +115,12 @@ fi
   fail "rejected requests changed nothing"
 [[ -z "$(ls -A "$state/volumes")" ]] && pass "nothing persisted" || fail "persisted: $(ls "$state/volumes")"
 
-blkctl delete-volume unknown-id && pass "delete of unknown id is OK" || fail "delete of unknown id"
+expect_refusal "delete of an unknown id" "NOT_FOUND: volume 'unknown-id' does not exist" -- \
+  delete-volume unknown-id
+out="$(blkctl delete-volume unknown-id --if-exists 2>&1)" &&
+  [[ "$out" == "volume unknown-id does not exist; nothing to delete" ]] &&
+  pass "delete --if-exists of an unknown id is OK, saying so" ||
+  fail "delete --if-exists of an unknown id: $out"
 expect_refusal "get of unknown id" NOT_FOUND -- get-volume unknown-id
 expect_refusal "stats of unknown id" "NOT_FOUND: volume 'unknown-id' does not exist" -- \
   stats unknown-id --count 1

@@ -536,8 +536,11 @@ TEST_F(VolumeTableTest, ANamespaceTheProbeCannotUseIsRefusedNamingThePath) {
   EXPECT_THAT(Table().List(), SizeIs(0));
 }
 
-TEST_F(VolumeTableTest, DeleteOfUnknownVolumeIsOk) {
-  EXPECT_TRUE(Table().Delete("nope", false).ok());
+// Not OK: a mistyped id must not read as a deletion (blk-csi takes NOT_FOUND as done).
+TEST_F(VolumeTableTest, DeleteOfAnUnknownVolumeIsNotFoundNamingIt) {
+  absl::Status deleted = Table().Delete("nope", false);
+  EXPECT_EQ(deleted.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(deleted.message(), "volume 'nope' does not exist");
 }
 
 TEST_F(VolumeTableTest, DeleteWithAnInvalidIdIsInvalidArgument) {

@@ -205,6 +205,9 @@ TEST_F(Blkctl, ServerUnavailableIsNotMistakenForAnUnreachableSocket) {
 }
 
 TEST_F(Blkctl, DeleteOfOpenVolumeIsRefusedWithoutForce) {
+  ASSERT_EQ(
+      RunAgainstAgent({"create-volume", "busy", "--size", "64M", "--backend", "null://"}).exit_code,
+      kExitOk);
   Outcome refused = RunAgainstAgent({"delete-volume", "busy"});
   EXPECT_EQ(refused.exit_code, kExitRpcError);
   EXPECT_THAT(refused.err, StartsWith("blkctl: FAILED_PRECONDITION: volume busy is open"));
@@ -216,9 +219,50 @@ TEST_F(Blkctl, DeleteOfOpenVolumeIsRefusedWithoutForce) {
 }
 
 TEST_F(Blkctl, DeleteVolumeAsJsonPrintsTheEmptyResponse) {
+  ASSERT_EQ(
+      RunAgainstAgent({"create-volume", "gone", "--size", "64M", "--backend", "null://"}).exit_code,
+      kExitOk);
   Outcome outcome = RunAgainstAgent({"delete-volume", "gone", "-o", "json"});
   EXPECT_EQ(outcome.exit_code, kExitOk) << outcome.err;
   EXPECT_EQ(outcome.out, "{}\n");
+}
+
+// A typo must not read as a deletion.
+TEST_F(Blkctl, DeleteOfAVolumeThatDoesNotExistFailsNamingIt) {
+  Outcome outcome = RunAgainstAgent({"delete-volume", "typo"});
+  EXPECT_EQ(outcome.exit_code, kExitRpcError);
+  EXPECT_EQ(outcome.err,
+            "blkctl: NOT_FOUND: volume 'typo' does not exist; nothing deleted (with --if-exists "
+            "that is not an error)\n");
+  EXPECT_THAT(outcome.out, IsEmpty());
+}
+
+TEST_F(Blkctl, DeleteIfExistsOfAVolumeThatDoesNotExistSucceedsSayingSo) {
+  Outcome outcome = RunAgainstAgent({"delete-volume", "typo", "--if-exists"});
+  EXPECT_EQ(outcome.exit_code, kExitOk) << outcome.err;
+  EXPECT_EQ(outcome.out, "volume typo does not exist; nothing to delete\n");
+  EXPECT_THAT(outcome.err, IsEmpty());
+  Outcome json = RunAgainstAgent({"delete-volume", "typo", "--if-exists", "-o", "json"});
+  EXPECT_EQ(json.exit_code, kExitOk) << json.err;
+  EXPECT_EQ(json.out, "{}\n");
+}
+
+TEST_F(Blkctl, DeleteIfExistsOfAnExistingVolumeDeletesIt) {
+  ASSERT_EQ(
+      RunAgainstAgent({"create-volume", "v1", "--size", "64M", "--backend", "null://"}).exit_code,
+      kExitOk);
+  Outcome outcome = RunAgainstAgent({"delete-volume", "v1", "--if-exists"});
+  EXPECT_EQ(outcome.exit_code, kExitOk) << outcome.err;
+  EXPECT_EQ(outcome.out, "volume v1 deleted\n");
+  EXPECT_EQ(RunAgainstAgent({"get-volume", "v1"}).exit_code, kExitRpcError);
+}
+
+// Only NOT_FOUND is forgiven: any other refusal still fails the command.
+TEST_F(Blkctl, DeleteIfExistsStillFailsOnOtherErrors) {
+  agent_.service().FailWith(grpc::Status(grpc::StatusCode::UNAVAILABLE, "agent is restarting"));
+  Outcome outcome = RunAgainstAgent({"delete-volume", "v1", "--if-exists"});
+  EXPECT_EQ(outcome.exit_code, kExitRpcError);
+  EXPECT_EQ(outcome.err, "blkctl: UNAVAILABLE: agent is restarting\n");
 }
 
 TEST_F(Blkctl, GetVolumeAsJsonUsesLowerCamelCaseNames) {

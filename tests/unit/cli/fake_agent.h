@@ -64,6 +64,11 @@ class FakeVolumeService final : public blk::v1::VolumeService::Service {
                             blk::v1::DeleteVolumeResponse*) override {
     if (auto failure = Record(context, "DeleteVolume", *request)) return *failure;
     std::lock_guard lock(mutex_);
+    // As the agent answers: an unknown volume is NOT_FOUND.
+    if (!volumes_.contains(request->id())) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          "volume '" + request->id() + "' does not exist");
+    }
     if (request->id() == kOpenVolumeId && !request->force()) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           "volume busy is open; use force to delete it anyway");
@@ -171,6 +176,11 @@ class FakeVolumeService final : public blk::v1::VolumeService::Service {
     std::lock_guard lock(mutex_);
     failure_ = std::move(status);
   }
+  // Every later call of `method` ("DeleteVolume") answers with this status.
+  void FailMethodWith(const std::string& method, grpc::Status status) {
+    std::lock_guard lock(mutex_);
+    method_failures_[method] = std::move(status);
+  }
   // Every later call waits until the client gives up (its deadline).
   void HangUntilCancelled() { hang_ = true; }
 
@@ -209,6 +219,7 @@ class FakeVolumeService final : public blk::v1::VolumeService::Service {
       if constexpr (std::is_same_v<Request, blk::v1::UpdateVolumeRequest>) last_update_ = request;
       if constexpr (std::is_same_v<Request, blk::v1::ResizeVolumeRequest>) last_resize_ = request;
       if (failure_) return failure_;
+      if (auto it = method_failures_.find(method); it != method_failures_.end()) return it->second;
     }
     if (hang_) {
       // Polls for the client's cancellation, bounded so a broken client
@@ -227,6 +238,7 @@ class FakeVolumeService final : public blk::v1::VolumeService::Service {
   int next_device_id_ = 0;
   uint64_t stats_calls_ = 0;
   std::optional<grpc::Status> failure_;
+  std::map<std::string, grpc::Status> method_failures_;
   std::atomic<bool> hang_{false};
   std::atomic<int> calls_{0};
   std::vector<std::string> methods_;

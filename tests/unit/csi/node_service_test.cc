@@ -17,6 +17,7 @@ namespace {
 
 using ::csi::v1::VolumeCapability;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // No agent listens here: a request that passes the checks fails reaching it, UNAVAILABLE.
 class NodeServiceTest : public ::testing::Test {
@@ -122,6 +123,42 @@ TEST_F(NodeServiceStage, AMissingBackingFileIsNotCreated) {
   EXPECT_THAT(staged.error_message(), HasSubstr(image() + " is missing"));
   EXPECT_FALSE(agent_.service().last_create().has_volume());
   EXPECT_FALSE(std::filesystem::exists(image()));
+}
+
+TEST_F(NodeServiceStage, DeletingAnAgentVolumeThatIsGoneAlreadyIsDone) {
+  blk::v1::CreateVolumeRequest create;
+  create.mutable_volume()->set_id("busy");
+  ASSERT_TRUE(client_.CreateVolume(create).ok());
+  create.mutable_volume()->set_id("v1");
+  ASSERT_TRUE(client_.CreateVolume(create).ok());
+
+  EXPECT_TRUE(DeleteAgentVolume(client_, "v1").ok());
+  blk::v1::GetVolumeRequest get;
+  get.set_id("v1");
+  EXPECT_EQ(client_.GetVolume(get).status().code(), absl::StatusCode::kNotFound);
+  // Deleted already (the agent answers NOT_FOUND): done, as often as asked.
+  EXPECT_TRUE(DeleteAgentVolume(client_, "v1").ok());
+  EXPECT_TRUE(DeleteAgentVolume(client_, "never-existed").ok());
+  // Any other refusal is not: an open device stays (never forced).
+  absl::Status busy = DeleteAgentVolume(client_, "busy");
+  EXPECT_EQ(busy.code(), absl::StatusCode::kFailedPrecondition) << busy;
+  EXPECT_FALSE(agent_.service().last_delete().force());
+}
+
+// A stage that fails after creating the agent volume deletes it again; when someone else deleted
+// it meanwhile, nothing stays, and the answer must not say otherwise.
+TEST_F(NodeServiceStage, AFailedStageWhoseAgentVolumeIsGoneAlreadyLeavesNothing) {
+  std::ofstream(image()).put('x');
+  std::ofstream(agent_.dir() + "/not-a-directory").put('x');
+  ::csi::v1::NodeStageVolumeRequest request = BlockStageRequest();
+  request.set_staging_target_path(agent_.dir() + "/not-a-directory/staging");
+  request.mutable_volume_capability()->mutable_mount();
+  agent_.service().FailMethodWith(
+      "DeleteVolume", grpc::Status(grpc::StatusCode::NOT_FOUND, "volume 'pvc-1' does not exist"));
+  grpc::Status staged = Stage(request);
+  EXPECT_EQ(staged.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << staged.error_message();
+  EXPECT_THAT(staged.error_message(), Not(HasSubstr("stays")));
+  EXPECT_EQ(agent_.service().last_delete().id(), "pvc-1");
 }
 
 TEST_F(NodeServiceTest, StageRefusesMissingAndBadFields) {

@@ -31,7 +31,9 @@ step "the same spec again is OK and returns the same device"
 ctl create-volume keep --size 64M --backend "file://$WORK/keep.img"
 expect_eq "device after the idempotent create" "$dev" "$(volume_device keep)"
 
-step "delete of an unknown id is OK"
-ctl delete-volume never-existed
+step "delete of an unknown id is NOT_FOUND, unless --if-exists"
+expect_fail_with "NOT_FOUND: volume 'never-existed' does not exist" "delete of an unknown id" \
+  ctl delete-volume never-existed
+ctl delete-volume never-existed --if-exists
 ctl delete-volume keep
 stop_agent

@@ -52,7 +52,9 @@ struct Options {
   int nbd_connect_timeout_seconds = blk::server::kDefaultNbdConnectTimeoutMs / 1000;
   blk::agent::VolumeLimits limits;
   std::string on_exit = "leave";
-  std::string metrics_address = "0.0.0.0:9477";
+  // Loopback: /metrics answers anyone who can connect, without authentication, and names every
+  // volume, its device and the node's kernel.
+  std::string metrics_address = "127.0.0.1:9477";
   std::string bpf_locality = "on";
   std::vector<std::string> watch_block_devices;
   std::string zero_copy = "auto";
@@ -305,8 +307,10 @@ void AddFlags(CLI::App& app, Options& options) {
       ->capture_default_str()
       ->check(CLI::IsMember({"leave", "delete"}));
   app.add_option("--metrics-address", options.metrics_address,
-                 "HOST:PORT for Prometheus' /metrics (port 0: any free port), or off (also "
-                 "turns off per-I/O statistics: no counting on the data path, no GetVolumeStats)")
+                 "HOST:PORT for Prometheus' /metrics, which answers anyone who can connect: "
+                 "the default is loopback only, give the address a remote Prometheus scrapes "
+                 "(port 0: any free port); or off (also turns off per-I/O statistics: no "
+                 "counting on the data path, no GetVolumeStats)")
       ->capture_default_str();
   app.add_option("--bpf-locality", options.bpf_locality,
                  "count where the block layer completes each request relative to its "

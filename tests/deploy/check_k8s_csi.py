@@ -6,7 +6,9 @@ container passes is one the binary (blkagent, blkctl, blk-csi from BIN_DIR) acce
 CSIDriver's name is blk-csi's --driver-name and the kubelet plugin directory's name; blk-csi
 listens where the registrar looks and the kubelet registration path points; the agent and
 blk-csi share the agent socket's directory; the kubelet directory propagates mounts back
-(Bidirectional); rollouts never restart an agent (OnDelete). blk-csi serves the controller
+(Bidirectional); rollouts never restart an agent (OnDelete); the agent serves /metrics on the
+pod's metrics port at an address Prometheus reaches (not its loopback default), and not on
+every address of the node (0.0.0.0 with hostNetwork). blk-csi serves the controller
 and the csi-provisioner next to it calls it in --node-deployment mode, the only container with
 a service account token, with the rights it needs; the example StorageClasses name the driver,
 bind at first consumer and restrict topology by blk-csi's key.
@@ -334,6 +336,27 @@ def check_storage_classes(named_examples, driver_name, agent, csi, volumes):
     return errors
 
 
+def check_metrics_address(agent, pod_spec):
+    """blkagent's /metrics default is 127.0.0.1:9477: the Service's scrapes need an address."""
+    address = flag_values(agent["command"]).get("--metrics-address")
+    if not address:
+        return ["blkagent passes no --metrics-address: its default, loopback, is out of "
+                "Prometheus' reach"]
+    host, _, port = address.rpartition(":")
+    errors = []
+    if host in ("localhost", "[::1]") or host.startswith("127."):
+        errors.append("blkagent --metrics-address %s is loopback, out of Prometheus' reach"
+                      % address)
+    if pod_spec.get("hostNetwork") and host in ("0.0.0.0", "[::]", ""):
+        errors.append("blkagent --metrics-address %s with hostNetwork serves every address of "
+                      "the node" % address)
+    ports = [p.get("containerPort") for p in agent.get("ports", []) if p.get("name") == "metrics"]
+    if not port.isdigit() or ports != [int(port)]:
+        errors.append("blkagent --metrics-address %s, but its container's metrics port is %s"
+                      % (address, ports))
+    return errors
+
+
 def check(kustomize_dir, bin_dir):
     rendered = kubectl(["kustomize", kustomize_dir])
     rendered_docs = [d for d in yaml.safe_load_all(rendered) if d]
@@ -389,6 +412,8 @@ def check(kustomize_dir, bin_dir):
         if not mount or mount["mountPath"] != socket_dir:
             errors.append("%s does not mount agent-socket at %s" % (container["name"],
                                                                     socket_dir))
+
+    errors += check_metrics_address(agent, spec)
 
     plugin_host = volumes["plugin-dir"]["hostPath"]["path"]
     if os.path.basename(plugin_host) != name:

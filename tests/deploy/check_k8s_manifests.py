@@ -2,9 +2,10 @@
 """Usage: check_k8s_manifests.py DEPLOY_DIR
 
 The Kubernetes manifests in deploy/ fit together: the ServiceMonitor selects the Service
-and scrapes its metrics port, which is the agent's default 9477; the Service is named like
-the job the alerts expect; the PrometheusRule holds the alert rules; the Grafana ConfigMap
-carries the dashboard with the sidecar's label."""
+and scrapes its metrics port, 9477, where the DaemonSet's agent listens (check_k8s_csi.py
+checks its --metrics-address); the Service is named like the job the alerts expect; the
+PrometheusRule holds the alert rules; the Grafana ConfigMap carries the dashboard with the
+sidecar's label."""
 import json
 import os
 import sys

@@ -20,6 +20,14 @@ struct VolumeEntry {
   // A Resize in flight reserves its new size here (0: none), so that the backing conflict
   // check of a concurrent Create sees the bytes the volume is growing into.
   uint64_t growing_to_bytes = 0;
+  // A Resize grew the device but could not record the new size: the same Resize again records
+  // it instead of finding nothing to do.
+  bool size_unrecorded = false;
+  // No device belongs to the volume any more (a Delete removed it) or ever did (its Create
+  // failed), but its record could not be removed: the volume is listed, FAILED, until a Delete
+  // removes the record (and only the record: the kernel id it names may be another program's
+  // now). Creates and updates are refused meanwhile.
+  bool record_only = false;
 };
 
 // By volume id.

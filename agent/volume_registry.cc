@@ -35,21 +35,30 @@ std::string VolumeRegistry::PathOf(const std::string& id) const {
 
 absl::Status VolumeRegistry::Save(const v1::Volume& spec, int device_id) const {
   const std::string path = PathOf(spec.id());
+  const auto failed = [&](const absl::Status& error) {
+    return absl::InternalError(absl::StrCat("cannot save the record of volume '", spec.id(), "' (",
+                                            path, "): ", error.message()));
+  };
   // Keep the current record as the fallback, but only when it is good: a corrupt one must not
   // replace a good previous version.
   absl::StatusOr<std::string> current = ReadFileToString(path);
   if (current.ok() && DecodeVolumeRecord(*current, spec.id()).ok()) {
-    if (absl::Status kept = WriteFileAtomically(path + ".prev", *current); !kept.ok()) return kept;
+    if (absl::Status kept = WriteFileAtomically(path + ".prev", *current); !kept.ok()) {
+      return failed(kept);
+    }
   }
-  return WriteFileAtomically(path, EncodeVolumeRecord(Record{spec, device_id}));
+  absl::Status saved = WriteFileAtomically(path, EncodeVolumeRecord(Record{spec, device_id}));
+  return saved.ok() ? saved : failed(saved);
 }
 
 absl::Status VolumeRegistry::Remove(const std::string& id) const {
+  const std::string path = PathOf(id);
   // The fallback first: a crash in between must not bring a deleted volume back from it.
-  if (absl::Status removed = RemoveFileDurably(PathOf(id) + ".prev"); !removed.ok()) {
-    return removed;
-  }
-  return RemoveFileDurably(PathOf(id));
+  absl::Status removed = RemoveFileDurably(path + ".prev");
+  if (removed.ok()) removed = RemoveFileDurably(path);
+  if (removed.ok()) return removed;
+  return absl::InternalError(absl::StrCat("cannot remove the record of volume '", id, "' (", path,
+                                          "): ", removed.message()));
 }
 
 VolumeRegistry::Loaded VolumeRegistry::LoadAll() const {

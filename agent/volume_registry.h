@@ -28,8 +28,12 @@ class VolumeRegistry {
   // Creates <state_dir>/volumes if needed.
   static absl::StatusOr<VolumeRegistry> Open(const std::string& state_dir);
 
-  // Persists the spec (status is not stored) and its device id atomically.
+  // Persists the spec (status is not stored) and its device id atomically. A failure is
+  // INTERNAL, naming the volume, its record's file and the system's error (a full or read-only
+  // state file system): the caller's operation fails with it, and undoes what it did.
   absl::Status Save(const v1::Volume& spec, int device_id = -1) const;
+  // Removes the record and its previous version; a missing one is fine. A failure is INTERNAL,
+  // like Save's.
   absl::Status Remove(const std::string& id) const;
   Loaded LoadAll() const;
 

@@ -48,6 +48,12 @@ absl::Status NotFound(const std::string& id) {
   return absl::NotFoundError(absl::StrCat("volume '", id, "' does not exist"));
 }
 
+absl::Status RecordOnly(const std::string& id, const v1::Volume& volume) {
+  return absl::FailedPreconditionError(absl::StrCat("volume '", id, "' is not fully deleted (",
+                                                    volume.status().message(),
+                                                    "): delete it again first"));
+}
+
 // A new volume comes up as asked or not at all; an existing one keeps serving I/O and GetVolume
 // shows the value it has.
 absl::Status ApplyRqAffinity(const v1::Volume& spec, VolumeDevice& device, bool fresh) {
@@ -148,6 +154,17 @@ absl::StatusOr<v1::Volume> VolumeTable::BringUp(const v1::Volume& spec, int devi
                                                 bool fresh, BusyClaim& claim) {
   absl::StatusOr<std::unique_ptr<VolumeDevice>> device = reconciler_.BringUp(
       spec, device_id, fresh, [&](int taken_id) { return ChooseFreeDeviceId(spec, taken_id); });
+  if (device.ok() && (*device)->id() != device_id) {
+    // The device came up under another id than its record names. The next agent would take it
+    // for another program's and leave it alone (and re-create the volume under the recorded
+    // id): it stays only if its record can say so.
+    if (absl::Status saved = registry_.Save(spec, (*device)->id()); !saved.ok()) {
+      (*device)->Stop(/*force=*/true).IgnoreError();
+      device = absl::Status(saved.code(),
+                            absl::StrCat("ublk device ", (*device)->id(), " came up, but ",
+                                         saved.message(), "; the device is removed again"));
+    }
+  }
   if (device.ok()) {
     if (absl::Status applied = ApplyRqAffinity(spec, **device, fresh); !applied.ok()) {
       (*device)->Stop(/*force=*/true).IgnoreError();
@@ -164,13 +181,7 @@ absl::StatusOr<v1::Volume> VolumeTable::RecordLiveLocked(const v1::Volume& spec,
                                                          std::unique_ptr<VolumeDevice> device) {
   VolumeEntry& entry = entries_.at(spec.id());
   entry.device = std::move(device);
-  if (entry.device->id() != entry.device_id) {
-    entry.device_id = entry.device->id();
-    if (absl::Status saved = registry_.Save(spec, entry.device_id); !saved.ok()) {
-      spdlog::error("volume {}: cannot record device id {}: {}", spec.id(), entry.device_id,
-                    saved.ToString());
-    }
-  }
+  entry.device_id = entry.device->id();  // recorded by BringUp
   SetVolumeState(entry.volume, v1::VOLUME_STATE_LIVE);
   entry.volume.mutable_status()->set_copy_mode(entry.device->copy_mode());
   entry.volume.mutable_status()->set_io_mode(entry.device->io_mode());
@@ -193,7 +204,17 @@ absl::Status VolumeTable::RecordFailureLocked(const std::string& id, const absl:
   // A volume that could not be created leaves nothing behind.
   spdlog::warn("volume {}: create failed: {}", id, failure.ToString());
   if (absl::Status removed = registry_.Remove(id); !removed.ok()) {
+    // Unless its record stays: then so does the volume, listed FAILED until a Delete removes
+    // the record, rather than a restarted agent bringing back, unseen, a volume whose create
+    // failed.
     spdlog::error("volume {}: {}", id, removed.ToString());
+    VolumeEntry& entry = entries_.at(id);
+    entry.record_only = true;
+    SetVolumeState(entry.volume, v1::VOLUME_STATE_FAILED,
+                   absl::StrCat("its create failed (", failure.message(),
+                                ") and its record stays: ", removed.message()));
+    return absl::Status(failure.code(), absl::StrCat(failure.message(), "; and ", removed.message(),
+                                                     ": delete the volume to remove it"));
   }
   entries_.erase(id);
   return failure;
@@ -249,6 +270,7 @@ absl::StatusOr<v1::Volume> VolumeTable::Create(const v1::Volume& requested, bool
     if (it != entries_.end()) {
       VolumeEntry& entry = it->second;
       if (entry.busy) return InProgress(spec.id());
+      if (entry.record_only) return RecordOnly(spec.id(), entry.volume);
       const v1::Volume identity = IdentityOf(entry.volume);
       if (!MessageDifferencer::Equals(identity, IdentityOf(spec))) {
         return absl::AlreadyExistsError(
@@ -270,7 +292,13 @@ absl::StatusOr<v1::Volume> VolumeTable::Create(const v1::Volume& requested, bool
       // device the next start recognizes as half-created.
       device_id = FirstFreeDeviceId(provisioner_.KernelDeviceIds(), ClaimedIdsLocked());
       fresh = true;
-      if (absl::Status saved = registry_.Save(spec, device_id); !saved.ok()) return saved;
+      if (absl::Status saved = registry_.Save(spec, device_id); !saved.ok()) {
+        // A save that failed after its rename (the directory's fsync) leaves the record.
+        if (absl::Status removed = registry_.Remove(spec.id()); !removed.ok()) {
+          spdlog::error("volume {}: {}", spec.id(), removed.ToString());
+        }
+        return saved;
+      }
       VolumeEntry& entry = entries_[spec.id()];
       entry.volume = spec;
       entry.device_id = device_id;
@@ -308,7 +336,8 @@ absl::Status VolumeTable::Delete(const std::string& id, bool force) {
     previous = entry.volume.status();
     entry.volume.mutable_status()->set_state(v1::VOLUME_STATE_DELETING);
     device = entry.device.get();
-    device_id = entry.device_id;
+    // A record-only volume has no device: the kernel id it names may be another program's now.
+    device_id = entry.record_only ? -1 : entry.device_id;
   }
   // The claim keeps the entry and its device in place while they are stopped without the lock.
   if (absl::Status stopped = StopOrRemoveDevice(device, device_id, force); !stopped.ok()) {
@@ -323,9 +352,17 @@ absl::Status VolumeTable::Delete(const std::string& id, bool force) {
   VolumeEntry& entry = entries_.at(id);
   stopped_device = std::move(entry.device);
   if (!removed.ok()) {
+    // The device is gone, its record is not. Answering OK would leave the next agent to bring
+    // the volume back from its record, unseen. So the call fails and the volume stays listed,
+    // FAILED, saying why; the caller's retry removes only the record. An agent restarted before
+    // that brings the volume back from its record, with a new device over its untouched backing
+    // (a delete never erases data): visible and deletable, neither lost nor silently revived.
+    entry.record_only = true;
     SetVolumeState(entry.volume, v1::VOLUME_STATE_FAILED,
                    absl::StrCat("device removed but its record was not: ", removed.message()));
-    return removed;
+    return absl::Status(removed.code(),
+                        absl::StrCat("volume '", id, "': its device is removed, but ",
+                                     removed.message(), "; delete it again to remove the record"));
   }
   entries_.erase(id);
   retrier_.Forget(id);
@@ -347,6 +384,7 @@ absl::StatusOr<v1::Volume> VolumeTable::Update(const v1::Volume& changes,
     if (it == entries_.end()) return NotFound(changes.id());
     VolumeEntry& entry = it->second;
     if (entry.busy) return InProgress(changes.id());
+    if (entry.record_only) return RecordOnly(changes.id(), entry.volume);
     claim.emplace(mutex_, entries_, changes.id());
     updated = SpecOf(entry.volume);
     device = entry.device.get();
@@ -372,6 +410,7 @@ absl::StatusOr<v1::Volume> VolumeTable::Update(const v1::Volume& changes,
   claim->ReleaseLocked(mutex_);
   VolumeEntry& entry = entries_.at(changes.id());
   entry.volume.set_rq_affinity(changes.rq_affinity());
+  entry.size_unrecorded = false;  // the record has the grown size too now
   spdlog::info("volume {}: rq_affinity set to {}", changes.id(), changes.rq_affinity());
   return WithLiveCounters(entry);
 }
@@ -394,7 +433,9 @@ absl::StatusOr<v1::Volume> VolumeTable::Resize(const std::string& id, uint64_t s
           "size_bytes: must be a positive multiple of the volume's logical block size ", block_size,
           ", got ", size_bytes));
     }
-    if (size_bytes == entry.volume.size_bytes()) return WithLiveCounters(entry);
+    if (size_bytes == entry.volume.size_bytes() && !entry.size_unrecorded) {
+      return WithLiveCounters(entry);
+    }
     if (size_bytes < entry.volume.size_bytes()) {
       return absl::InvalidArgumentError(
           absl::StrCat("size_bytes: volume '", id, "' has ", entry.volume.size_bytes(),
@@ -431,10 +472,18 @@ absl::StatusOr<v1::Volume> VolumeTable::Resize(const std::string& id, uint64_t s
   if (!grown.ok()) {
     return absl::Status(grown.code(), absl::StrCat("volume '", id, "': ", grown.message()));
   }
-  // The device has the new size even when the record could not say so: the table keeps the
-  // kernel's truth (conflict checks need it), and the caller learns of the failed save.
+  // The device has the new size even when the record could not say so (a grown device cannot be
+  // shrunk back): the table keeps the kernel's truth (conflict checks need it), the caller
+  // learns of the failed save, and the same resize again records the size.
   entry.volume.set_size_bytes(size_bytes);
-  if (!saved.ok()) return saved;
+  entry.size_unrecorded = !saved.ok();
+  if (!saved.ok()) {
+    return absl::Status(
+        saved.code(),
+        absl::StrCat("volume '", id, "' grew to ", size_bytes, " bytes, but ", saved.message(),
+                     "; repeat the resize to record the new size (until then a restarted agent "
+                     "knows only the old one)"));
+  }
   spdlog::info("volume {}: resized to {} bytes", id, size_bytes);
   return WithLiveCounters(entry);
 }

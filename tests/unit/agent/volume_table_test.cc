@@ -1,6 +1,12 @@
 #include "agent/volume_table.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <functional>
 #include <future>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -86,6 +92,7 @@ class FakeProvisioner final : public DeviceProvisioner {
   absl::StatusOr<std::unique_ptr<VolumeDevice>> Provision(const v1::Volume& spec, int device_id,
                                                           bool fresh) override {
     WaitAtGate();
+    if (during_provision) during_provision();
     std::lock_guard lock(mutex);
     ++calls;
     fresh_calls.push_back(fresh);
@@ -93,7 +100,7 @@ class FakeProvisioner final : public DeviceProvisioner {
     if (device_id >= 0 && kernel.contains(device_id)) {
       return absl::AlreadyExistsError("ublk ADD_DEV: File exists");
     }
-    int id = device_id;
+    int id = kernel_chooses_id.value_or(device_id);
     while (id < 0 || kernel.contains(id)) ++id;
     kernel[id] = KernelDeviceState::kLive;
     return NewDevice(spec, id);
@@ -156,6 +163,10 @@ class FakeProvisioner final : public DeviceProvisioner {
   std::shared_future<void> gate;
   std::promise<void> entered;
   absl::Status rq_affinity_error;  // for the devices made from now on
+  // Runs in every Provision, before it succeeds or fails (a fault that strikes meanwhile).
+  std::function<void()> during_provision;
+  // The id every new device gets, whatever was asked (the kernel's choice).
+  std::optional<int> kernel_chooses_id;
 
  private:
   std::unique_ptr<VolumeDevice> NewDevice(const v1::Volume& spec, int id) {
@@ -1231,6 +1242,168 @@ TEST_F(ResizeTest, AKilledAgentRecoversTheDeviceAtTheNewSize) {
   EXPECT_EQ(provisioner_.recovered, 1);
   EXPECT_EQ(provisioner_.devices["v1"]->size_bytes, uint64_t{128} << 20);
   EXPECT_EQ(Table().Get("v1")->size_bytes(), uint64_t{128} << 20);
+}
+
+// A record that cannot be saved or removed (a full, read-only or failing state file system) fails
+// the call that needed it, and that call undoes what it did: the records on disk, the table and
+// the kernel's devices agree, so the next agent finds what this one had. The faults are real
+// system errors, which root meets too: a record's temporary file that is /dev/full (write(2)
+// fails with ENOSPC, once: the failed save unlinks it) and a previous version that is a
+// directory (unlink(2) fails with EISDIR until it is gone).
+class RecordFaultTest : public VolumeTableTest {
+ protected:
+  std::string RecordPath(const std::string& id) const {
+    return dir_.path() + "/volumes/" + id + ".json";
+  }
+  // The next save of the volume's record fails as on a full disk.
+  void FailNextRecordWrite(const std::string& id) const {
+    std::filesystem::create_directories(dir_.path() + "/volumes");
+    ASSERT_EQ(::symlink("/dev/full", (RecordPath(id) + ".tmp").c_str()), 0) << errno;
+  }
+  // Every removal of the volume's record fails, until AllowRecordRemoval.
+  void BlockRecordRemoval(const std::string& id) const {
+    std::filesystem::create_directories(RecordPath(id) + ".prev/blocker");
+  }
+  void AllowRecordRemoval(const std::string& id) const {
+    std::filesystem::remove_all(RecordPath(id) + ".prev");
+  }
+  std::vector<std::string> StateFiles() const {
+    std::vector<std::string> names;
+    for (const auto& entry : std::filesystem::directory_iterator(dir_.path() + "/volumes")) {
+      names.push_back(entry.path().filename().string());
+    }
+    return names;
+  }
+};
+
+TEST_F(RecordFaultTest, ACreateWhoseRecordCannotBeSavedFailsNamingItAndChangesNothing) {
+  FailNextRecordWrite("v1");
+  auto volume = Table().Create(NullVolume("v1"));
+  EXPECT_EQ(volume.status().code(), absl::StatusCode::kInternal) << volume.status();
+  EXPECT_THAT(std::string(volume.status().message()),
+              HasSubstr("cannot save the record of volume 'v1' (" + RecordPath("v1") + ")"));
+  EXPECT_THAT(std::string(volume.status().message()), HasSubstr("No space left on device"));
+  EXPECT_EQ(provisioner_.calls, 0);
+  EXPECT_THAT(Table().List(), SizeIs(0));
+  EXPECT_THAT(StateFiles(), SizeIs(0));
+  Restart();
+  EXPECT_THAT(Table().List(), SizeIs(0));
+}
+
+TEST_F(RecordFaultTest, ADeviceThatCameUpUnderAnotherIdIsRecordedUnderIt) {
+  provisioner_.kernel_chooses_id = 5;
+  auto volume = Table().Create(NullVolume("v1"));
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  EXPECT_EQ(volume->status().device_id(), 5);
+  ASSERT_THAT(Registry().LoadAll().records, SizeIs(1));
+  EXPECT_EQ(Registry().LoadAll().records[0].device_id, 5);
+}
+
+// Kept without a record naming it, the device would be foreign to the next agent, which would
+// leave it alone and create the volume again beside it.
+TEST_F(RecordFaultTest, ADeviceWhoseIdCannotBeRecordedIsRemovedAndTheCreateFails) {
+  provisioner_.kernel_chooses_id = 5;
+  provisioner_.during_provision = [this] { FailNextRecordWrite("v1"); };
+  auto volume = Table().Create(NullVolume("v1"));
+  provisioner_.during_provision = nullptr;
+  EXPECT_EQ(volume.status().code(), absl::StatusCode::kInternal) << volume.status();
+  EXPECT_THAT(std::string(volume.status().message()), HasSubstr("ublk device 5 came up"));
+  EXPECT_THAT(std::string(volume.status().message()), HasSubstr(RecordPath("v1")));
+  EXPECT_THAT(std::string(volume.status().message()), HasSubstr("removed again"));
+  EXPECT_TRUE(provisioner_.devices.at("v1")->stopped);
+  EXPECT_THAT(provisioner_.kernel, SizeIs(0));
+  EXPECT_THAT(Table().List(), SizeIs(0));
+  EXPECT_THAT(StateFiles(), SizeIs(0));
+  Restart();
+  EXPECT_THAT(Table().List(), SizeIs(0));
+  EXPECT_THAT(Table().UnknownKernelDevices(), SizeIs(0));
+}
+
+TEST_F(RecordFaultTest, AFailedCreateWhoseRecordCannotBeRemovedStaysListedUntilDeleted) {
+  provisioner_.fail_with = absl::InvalidArgumentError("file too small");
+  provisioner_.during_provision = [this] { BlockRecordRemoval("v1"); };
+  auto volume = Table().Create(NullVolume("v1"));
+  provisioner_.during_provision = nullptr;
+  provisioner_.fail_with = absl::OkStatus();
+  EXPECT_EQ(volume.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(volume.status().message()), HasSubstr("file too small"));
+  EXPECT_THAT(std::string(volume.status().message()),
+              HasSubstr("cannot remove the record of volume 'v1' (" + RecordPath("v1") + ")"));
+  // What the disk says, the table says: a restarted agent would find this volume.
+  auto listed = Table().Get("v1");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->status().state(), v1::VOLUME_STATE_FAILED);
+  EXPECT_THAT(listed->status().message(), HasSubstr("its record stays"));
+  EXPECT_EQ(Table().Create(NullVolume("v1")).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  EXPECT_EQ(Table().Delete("v1", false).code(), absl::StatusCode::kInternal);
+  AllowRecordRemoval("v1");
+  EXPECT_TRUE(Table().Delete("v1", false).ok());
+  EXPECT_THAT(Table().List(), SizeIs(0));
+  EXPECT_THAT(StateFiles(), SizeIs(0));
+  EXPECT_TRUE(Table().Create(NullVolume("v1")).ok());
+}
+
+TEST_F(RecordFaultTest, ADeleteWhoseRecordCannotBeRemovedFailsAndItsRetryRemovesOnlyTheRecord) {
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
+  BlockRecordRemoval("v1");
+  absl::Status deleted = Table().Delete("v1", false);
+  EXPECT_EQ(deleted.code(), absl::StatusCode::kInternal) << deleted;
+  EXPECT_THAT(std::string(deleted.message()), HasSubstr("its device is removed, but cannot remove "
+                                                        "the record of volume 'v1' (" +
+                                                        RecordPath("v1") + ")"));
+  EXPECT_THAT(std::string(deleted.message()), HasSubstr("Is a directory"));
+  EXPECT_THAT(provisioner_.kernel, SizeIs(0));
+  auto listed = Table().Get("v1");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->status().state(), v1::VOLUME_STATE_FAILED);
+  EXPECT_THAT(listed->status().message(), HasSubstr("device removed but its record was not"));
+  // Neither brought back nor changed while half deleted.
+  auto created = Table().Create(NullVolume("v1"));
+  EXPECT_EQ(created.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(created.status().message()), HasSubstr("delete it again first"));
+  EXPECT_EQ(Table().Update(RqAffinityChange("v1", 2), Mask({"rq_affinity"})).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(provisioner_.calls, 1);
+
+  // Another program's device took the number meanwhile: the retry must not touch it.
+  provisioner_.kernel[0] = KernelDeviceState::kLive;
+  AllowRecordRemoval("v1");
+  EXPECT_TRUE(Table().Delete("v1", false).ok());
+  EXPECT_THAT(provisioner_.deleted, SizeIs(0));
+  EXPECT_TRUE(provisioner_.kernel.contains(0));
+  EXPECT_THAT(Table().List(), SizeIs(0));
+  EXPECT_THAT(StateFiles(), SizeIs(0));
+}
+
+// A grown device cannot shrink back: the call fails, and the same resize again records the size
+// (rather than finding the volume at that size already and answering OK).
+TEST_F(RecordFaultTest, AGrowthWhoseSizeCannotBeRecordedFailsAndTheSameResizeRecordsIt) {
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
+  FailNextRecordWrite("v1");
+  auto resized = Table().Resize("v1", uint64_t{128} << 20);
+  EXPECT_EQ(resized.status().code(), absl::StatusCode::kInternal) << resized.status();
+  EXPECT_THAT(std::string(resized.status().message()), HasSubstr("grew to 134217728 bytes"));
+  EXPECT_THAT(std::string(resized.status().message()), HasSubstr(RecordPath("v1")));
+  EXPECT_EQ(Registry().LoadAll().records[0].spec.size_bytes(), uint64_t{64} << 20);
+
+  auto again = Table().Resize("v1", uint64_t{128} << 20);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->size_bytes(), uint64_t{128} << 20);
+  EXPECT_EQ(Registry().LoadAll().records[0].spec.size_bytes(), uint64_t{128} << 20);
+  EXPECT_EQ(provisioner_.devices["v1"]->size_bytes, uint64_t{128} << 20);
+}
+
+TEST_F(RecordFaultTest, AnUpdateWhoseRecordCannotBeSavedPutsTheDeviceBack) {
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
+  FailNextRecordWrite("v1");
+  auto updated = Table().Update(RqAffinityChange("v1", 2), Mask({"rq_affinity"}));
+  EXPECT_EQ(updated.status().code(), absl::StatusCode::kInternal) << updated.status();
+  EXPECT_THAT(std::string(updated.status().message()), HasSubstr(RecordPath("v1")));
+  EXPECT_EQ(provisioner_.devices["v1"]->rq_affinity, 1u);
+  EXPECT_FALSE(Table().Get("v1")->has_rq_affinity());
+  EXPECT_FALSE(Registry().LoadAll().records[0].spec.has_rq_affinity());
 }
 
 }  // namespace

@@ -104,9 +104,10 @@ absl::StatusOr<std::unique_ptr<FileStorage>> FileStorage::Open(const std::string
   const int exclusive = is_block_device ? O_EXCL : 0;
   UniqueFd fd(::open(path.c_str(), access | exclusive | O_CLOEXEC | O_DIRECT));
   if (!fd.valid() && errno == EBUSY) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "backend block device ", path,
-        " is in use (mounted, part of a device-mapper or MD set, or claimed by another volume)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("backend block device ", path,
+                     " is in use (mounted, swap, part of a device-mapper or MD set, or held by "
+                     "another program)"));
   }
   bool direct = fd.valid() && DirectReadWorks(fd.get(), config.logical_block_size);
   if (!direct) {

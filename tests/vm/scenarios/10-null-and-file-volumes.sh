@@ -82,7 +82,7 @@ expect_fail "reading past the image's end" \
 dd if="$dev" of=/dev/null bs=4k count=1 iflag=direct status=none || fail "the image's first half no longer reads"
 expect_eq "vfile state with a short image" VOLUME_STATE_DEGRADED \
   "$(ctl get-volume vfile -o json | jq -r .volume.status.state)"
-ctl get-volume vfile -o json | jq -r .volume.status.message | grep "reads past its end failed with EIO" ||
+ctl get-volume vfile -o json | jq -r .volume.status.message | grep "past its end failed with EIO" ||
   fail "get-volume does not say why vfile is degraded"
 truncate -s 128M "$image"
 expect_eq "vfile state once its image is back" VOLUME_STATE_LIVE \
@@ -90,16 +90,18 @@ expect_eq "vfile state once its image is back" VOLUME_STATE_LIVE \
 dd if="$dev" of=/dev/null bs=4k count=1 skip=$((100 * 256)) iflag=direct status=none ||
   fail "reading past the old end fails after the image was extended back"
 
-step "a block device backing is claimed exclusively: a second volume on it is refused"
-# The kernel's claim is the same whoever holds it (a mount, device-mapper, another volume).
+step "a block device backing is claimed exclusively: refused while another holder has it"
+# Swap claims its device as a mount, device-mapper or MD does (and is far quicker to set up).
 truncate -s 32M "$WORK/loop.img"
 loop="$(losetup -f --show "$WORK/loop.img")"
+mkswap -q "$loop"
+swapon "$loop"
+expect_fail_with "is in use" "a volume on a block device in use as swap" \
+  ctl create-volume vloop --size 32M --backend "file://$loop"
+swapoff "$loop"
 ctl create-volume vloop --size 32M --backend "file://$loop"
-expect_fail_with "is in use" "a second volume on the block device vloop holds" \
-  ctl create-volume vloop2 --size 32M --backend "file://$loop"
+expect_fail "swap on the block device a volume holds" swapon "$loop"
 ctl delete-volume vloop
-ctl create-volume vloop2 --size 32M --backend "file://$loop"
-ctl delete-volume vloop2
 losetup -d "$loop"
 
 step "4096-byte blocks and read-only"

@@ -357,6 +357,29 @@ def check_metrics_address(agent, pod_spec):
     return errors
 
 
+def check_liveness(containers, csi, csi_socket):
+    """The CSI livenessprobe sidecar asks blk-csi's Probe; blk-csi's own probe reads its answer."""
+    probes = [c for c in containers.values() if "sig-storage/livenessprobe:" in c.get("image", "")]
+    if len(probes) != 1:
+        return ["want one CSI livenessprobe sidecar, have %d" % len(probes)]
+    sidecar = probes[0]
+    flags = flag_values(sidecar.get("args", []))
+    errors = []
+    if flags.get("--csi-address") != csi_socket:
+        errors.append("the livenessprobe calls %r, blk-csi listens on %r"
+                      % (flags.get("--csi-address"), csi_socket))
+    mount = mount_path(sidecar, "plugin-dir")
+    if not mount or mount["mountPath"] != os.path.dirname(csi_socket):
+        errors.append("the livenessprobe does not mount plugin-dir where blk-csi listens")
+    http = csi.get("livenessProbe", {}).get("httpGet", {})
+    ports = {p["name"]: p["containerPort"] for p in csi.get("ports", [])}
+    port = ports.get(http.get("port"), http.get("port"))
+    if http.get("path") != "/healthz" or str(port) != flags.get("--health-port"):
+        errors.append("blk-csi's liveness probe asks %s:%s, the livenessprobe answers /healthz on "
+                      "port %s" % (http.get("path"), port, flags.get("--health-port")))
+    return errors
+
+
 def check(kustomize_dir, bin_dir):
     rendered = kubectl(["kustomize", kustomize_dir])
     rendered_docs = [d for d in yaml.safe_load_all(rendered) if d]
@@ -449,6 +472,11 @@ def check(kustomize_dir, bin_dir):
     if not state_dir or not host_path_of(csi, state_dir, volumes):
         errors.append("blk-csi --state-dir %r is not a host directory: its records of "
                       "provisioned volumes would die with the pod" % state_dir)
+    errors += check_liveness(containers, csi, csi_socket)
+    for container in spec["containers"]:
+        if not container.get("resources", {}).get("requests"):
+            errors.append("%s requests no resources: the scheduler cannot place it honestly"
+                          % container["name"])
     errors += check_provisioner(docs, spec, containers, volumes, csi_socket, name)
     errors += check_storage_classes(examples, name, agent, csi, volumes)
     return errors

@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <string_view>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
@@ -138,12 +137,7 @@ UblkProvisioner::UblkProvisioner(bool io_stats, bool zero_copy, uint64_t rq_affi
       zero_copy_(zero_copy),
       batch_io_(batch_io),
       rq_affinity_flag_(rq_affinity_flag),
-      nbd_connect_timeout_(nbd_connect_timeout) {
-  const char* crash = ::getenv("BLK_TEST_CRASH_AFTER_ADD_DEV");
-  if (crash != nullptr && std::string_view(crash) == "1") {
-    after_add_dev_ = [](uint32_t) { ::_exit(86); };
-  }
-}
+      nbd_connect_timeout_(nbd_connect_timeout) {}
 
 server::DeviceConfig UblkProvisioner::ConfigFor(const v1::Volume& spec) const {
   server::DeviceConfig config = DeviceConfigFor(spec);
@@ -162,7 +156,6 @@ absl::StatusOr<std::unique_ptr<VolumeDevice>> UblkProvisioner::Provision(const v
                                                                          bool fresh) {
   const uint32_t id = device_id < 0 ? server::kAnyDeviceId : static_cast<uint32_t>(device_id);
   server::DeviceConfig config = ConfigFor(spec);
-  config.after_add_dev = after_add_dev_;
   absl::StatusOr<std::unique_ptr<server::Device>> device = server::Device::Create(
       config, id, fresh ? server::OpenPurpose::kCreate : server::OpenPurpose::kReopen);
   if (!device.ok()) return device.status();

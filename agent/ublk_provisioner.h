@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 
 #include "agent/volume_device.h"
 #include "server/backend_config.h"
@@ -22,8 +21,6 @@ class UblkProvisioner final : public DeviceProvisioner {
   // nbd_connect_timeout: NbdBackendConfig::connect_timeout_ms of every NBD volume.
   // batch_io=false: every new device uses the classic per-request commands, even where the
   // kernel offers UBLK_F_BATCH_IO.
-  // BLK_TEST_CRASH_AFTER_ADD_DEV=1 in the environment: every Provision makes the process exit
-  // with status 86 between ADD_DEV and START_DEV (tests/vm 72: the next agent must clean up).
   explicit UblkProvisioner(bool io_stats = true, bool zero_copy = true,
                            uint64_t rq_affinity_flag = 0,
                            std::chrono::milliseconds nbd_connect_timeout =
@@ -45,7 +42,6 @@ class UblkProvisioner final : public DeviceProvisioner {
   bool batch_io_;
   uint64_t rq_affinity_flag_;
   std::chrono::milliseconds nbd_connect_timeout_;
-  std::function<void(uint32_t)> after_add_dev_;  // DeviceConfig::after_add_dev of new devices
 };
 
 }  // namespace blk::agent

@@ -145,7 +145,6 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Create(const DeviceConfig& confi
     (*storage)->AbandonCreated();
     return info.status();
   }
-  if (config.after_add_dev) config.after_add_dev(info->dev_id);
 
   // From here the kernel device exists: the Device owns it, and its destructor removes it.
   std::unique_ptr<Device> device(

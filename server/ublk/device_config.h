@@ -1,7 +1,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 
 #include "server/backend_config.h"
 #include "server/ublk/placement.h"
@@ -35,9 +34,6 @@ struct DeviceConfig {
   // asked for, whatever the kernel advertises.
   uint64_t rq_affinity_flag = 0;
   BackendConfig backend;
-  // Called by Device::Create between ADD_DEV and START_DEV with the new device's id; empty:
-  // nothing. A test hook: the agent sets it to die there (tests/vm 72), the library has no opinion.
-  std::function<void(uint32_t dev_id)> after_add_dev;
 };
 
 }  // namespace blk::server

@@ -9,6 +9,7 @@
 # holds after kill -9 and restart (device recovered) and after the devices were
 # deleted and re-created.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+one_kernel_only newest "placement and rq_affinity are the agent's (no kernel offers SUPPORT_RQ_AFFINITY yet); 70 and 78 cover both kernels"
 
 METRICS="127.0.0.1:9477"
 # Each process costs a tenth to a quarter of a second under TCG (jq and curl the most): the

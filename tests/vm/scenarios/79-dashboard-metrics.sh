@@ -7,7 +7,7 @@
 #   (tests/deploy/check_dashboard_data.py) and evaluates every alert rule without error;
 # - the NBD server killed under a read makes BlkBackendErrors fire in that Prometheus.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-one_kernel_only newest "the dashboard's metric names are the agent's"
+one_kernel_only lts "the dashboard's metric names are the agent's"
 
 # The scenarios run from a copy; the deploy files are in the source tree of the build.
 source_dir() {

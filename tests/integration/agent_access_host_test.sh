@@ -6,28 +6,17 @@
 # each refusal PERMISSION_DENIED naming the uid and the RPC, and logged. Bad flag combinations and
 # unknown groups stop the agent at start with a clear error.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/host_test_lib.sh"
 bin="$1"
 work="$(mktemp -d)"
 chmod 0755 "$work"  # the setpriv users reach the socket through it
 started=()
-failures=0
 
 cleanup() {
   for pid in "${started[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
-
-pass() { echo "ok   - $1"; }
-fail() { echo "FAIL - $1"; failures=$((failures + 1)); }
-
-wait_for() {  # wait_for SECONDS COMMAND...: polls until COMMAND succeeds
-  local deadline=$((SECONDS + $1)); shift
-  until "$@"; do
-    if ((SECONDS >= deadline)); then return 1; fi
-    sleep 0.05
-  done
-}
 
 # agent STATE_DIR ARGS...: run in the background (`agent ... &`); exec makes $! the agent itself,
 # so the cleanup's kill reaches it rather than leaving it orphaned behind a killed subshell.

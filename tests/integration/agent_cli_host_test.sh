@@ -3,12 +3,12 @@
 # field, refuses what it cannot do with a clear error, changes nothing on a
 # rejected request, and shuts down cleanly on SIGTERM.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/host_test_lib.sh"
 bin="$1"
 work="$(mktemp -d)"
 socket="$work/run/agent.sock"
 state="$work/state"
 agent_pid=""
-failures=0
 
 cleanup() {
   if [[ -n "$agent_pid" ]] && kill -0 "$agent_pid" 2>/dev/null; then kill -KILL "$agent_pid"; fi
@@ -16,8 +16,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-pass() { echo "ok   - $1"; }
-fail() { echo "FAIL - $1"; failures=$((failures + 1)); }
 blkctl() { "$bin/blkctl" --socket "$socket" "$@"; }
 
 # Runs blkctl expecting failure; checks stderr contains every given text.
@@ -33,14 +31,6 @@ expect_refusal() {
     if [[ "$err" != *"$t"* ]]; then fail "$name: stderr lacks '$t': $err"; return; fi
   done
   pass "$name"
-}
-
-wait_for() {  # wait_for SECONDS COMMAND...: polls until COMMAND succeeds
-  local deadline=$((SECONDS + $1)); shift
-  until "$@"; do
-    if ((SECONDS >= deadline)); then return 1; fi
-    sleep 0.05
-  done
 }
 
 # --version: the same project version from all three binaries, and nothing started.

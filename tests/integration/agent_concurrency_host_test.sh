@@ -12,29 +12,18 @@
 # 300), so a slow call ends when the test says, never at a timeout, however long a loaded machine
 # takes to start the other clients; a short --nbd-connect-timeout is checked on its own.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/host_test_lib.sh"
 bin="$1"
 health_check="$2"
 here="$(cd "$(dirname "$0")" && pwd)"
 work="$(mktemp -d)"
 started=()  # pids of the agents and listeners this test started
-failures=0
 
 cleanup() {
   for pid in "${started[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
-
-pass() { echo "ok   - $1"; }
-fail() { echo "FAIL - $1"; failures=$((failures + 1)); }
-
-wait_for() {  # wait_for SECONDS COMMAND...: polls until COMMAND succeeds
-  local deadline=$((SECONDS + $1)); shift
-  until "$@"; do
-    if ((SECONDS >= deadline)); then return 1; fi
-    sleep 0.05
-  done
-}
 
 # start_agent NAME ARGS...: an agent on $work/NAME.sock with state in $work/NAME-state.
 start_agent() {

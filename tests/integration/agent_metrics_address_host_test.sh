@@ -9,6 +9,7 @@
 #
 # agent_metrics_address_host_test.sh BIN_DIR
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/host_test_lib.sh"
 bin="$1"
 
 if [[ -z "${BLK_IN_OWN_NETNS:-}" ]]; then
@@ -23,24 +24,11 @@ ip link set lo up
 ip addr add 192.0.2.1/32 dev lo
 work="$(mktemp -d)"
 agent_pid=""
-failures=0
 cleanup() {
   if [[ -n "$agent_pid" ]] && kill -0 "$agent_pid" 2>/dev/null; then kill -KILL "$agent_pid"; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
-
-pass() { echo "ok   - $1"; }
-fail() { echo "FAIL - $1"; failures=$((failures + 1)); }
-
-wait_for() { # wait_for SECONDS COMMAND...: polls until COMMAND succeeds
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@"; do
-    if ((SECONDS >= deadline)); then return 1; fi
-    sleep 0.05
-  done
-}
 
 # start_agent NAME [FLAGS...]: returns once the socket exists; /metrics is bound before it.
 start_agent() {

@@ -5,27 +5,16 @@
 # --watch-block-devices name. Counting itself is proven in the VM
 # (tests/vm/scenarios/78-kernel-completion-locality.sh).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/host_test_lib.sh"
 bin="$1"
 work="$(mktemp -d)"
 agent_pid=""
-failures=0
 
 cleanup() {
   if [[ -n "$agent_pid" ]] && kill -0 "$agent_pid" 2>/dev/null; then kill -KILL "$agent_pid"; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
-
-pass() { echo "ok   - $1"; }
-fail() { echo "FAIL - $1"; failures=$((failures + 1)); }
-
-wait_for() {  # wait_for SECONDS COMMAND...: polls until COMMAND succeeds
-  local deadline=$((SECONDS + $1)); shift
-  until "$@"; do
-    if ((SECONDS >= deadline)); then return 1; fi
-    sleep 0.05
-  done
-}
 
 # start NAME [WRAPPER...] -- AGENT_ARGS...: an agent with its own socket and state.
 start() {

@@ -4,13 +4,13 @@
 # server, or an export too small for one block, is refused with a clear error naming the URI and
 # leaves nothing persisted.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/host_test_lib.sh"
 bin="$1"
 work="$(mktemp -d)"
 socket="$work/run/agent.sock"
 state="$work/state"
 agent_pid=""
 nbdkit_pids=()
-failures=0
 
 cleanup() {
   if [[ -n "$agent_pid" ]] && kill -0 "$agent_pid" 2>/dev/null; then kill -KILL "$agent_pid"; fi
@@ -19,17 +19,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-pass() { echo "ok   - $1"; }
-fail() { echo "FAIL - $1"; failures=$((failures + 1)); }
 blkctl() { "$bin/blkctl" --socket "$socket" "$@"; }
-
-wait_for() {  # wait_for SECONDS COMMAND...: polls until COMMAND succeeds
-  local deadline=$((SECONDS + $1)); shift
-  until "$@"; do
-    if ((SECONDS >= deadline)); then return 1; fi
-    sleep 0.05
-  done
-}
 
 # Runs blkctl expecting failure; checks stderr contains every given text.
 expect_refusal() {

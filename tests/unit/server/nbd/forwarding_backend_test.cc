@@ -64,15 +64,22 @@ TEST(ForwardingBackend, ARequestThatCannotReachQueue0FailsWithEio) {
   EXPECT_EQ(done.untaken(), 0u);
 }
 
-TEST(ForwardingBackend, AResultPostedByQueue0ArrivesAsAResultCqeOfTheTag) {
-  auto shared = std::make_shared<SharedConnection>(2, kDepth);
+// Queue 1's forwarding backend, with queue 0's ring there to receive what it forwards.
+class ForwardingToQueue0 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    shared->ring_fds[0].store(owner->get()->ring_fd);
+    ASSERT_TRUE(backend.Attach(*ring, 0, done.completer()).ok());
+  }
+
+  std::shared_ptr<SharedConnection> shared = std::make_shared<SharedConnection>(2, kDepth);
   std::unique_ptr<Ring> owner = std::move(*Ring::Create(8));
-  shared->ring_fds[0].store(owner->get()->ring_fd);
   std::unique_ptr<Ring> ring = std::move(*Ring::Create(8));
   RecordingCompleter done;
-  ForwardingBackend backend(shared, 1);
-  ASSERT_TRUE(backend.Attach(*ring, 0, done.completer()).ok());
+  ForwardingBackend backend{shared, 1};
+};
 
+TEST_F(ForwardingToQueue0, AResultPostedByQueue0ArrivesAsAResultCqeOfTheTag) {
   // What queue 0's backend does with a finished forwarded request (nbd::Backend::Reply).
   io_uring_sqe* sqe = owner->GetSqe();
   io_uring_prep_msg_ring(sqe, ring->get()->ring_fd, 8192, EncodeUserData(CqeKind::kResult, 3), 0);
@@ -104,15 +111,7 @@ bool Forwarded(Ring& owner, uint32_t slot) {
   return forwarded;
 }
 
-TEST(ForwardingBackend, ARequestThatFindsNoFreeSqeIsForwardedOnALaterTurn) {
-  auto shared = std::make_shared<SharedConnection>(2, kDepth);
-  std::unique_ptr<Ring> owner = std::move(*Ring::Create(8));
-  shared->ring_fds[0].store(owner->get()->ring_fd);
-  std::unique_ptr<Ring> ring = std::move(*Ring::Create(8));
-  RecordingCompleter done;
-  ForwardingBackend backend(shared, 1);
-  ASSERT_TRUE(backend.Attach(*ring, 0, done.completer()).ok());
-
+TEST_F(ForwardingToQueue0, ARequestThatFindsNoFreeSqeIsForwardedOnALaterTurn) {
   const unsigned nops = FillAndHold(*ring);
   BlockIo io;
   io.length = 4096;
@@ -130,14 +129,7 @@ TEST(ForwardingBackend, ARequestThatFindsNoFreeSqeIsForwardedOnALaterTurn) {
   EXPECT_EQ(done.untaken(), 0u);
 }
 
-TEST(ForwardingBackend, AForwardThatFailedForAMomentIsSentAgainNotFailed) {
-  auto shared = std::make_shared<SharedConnection>(2, kDepth);
-  std::unique_ptr<Ring> owner = std::move(*Ring::Create(8));
-  shared->ring_fds[0].store(owner->get()->ring_fd);
-  std::unique_ptr<Ring> ring = std::move(*Ring::Create(8));
-  RecordingCompleter done;
-  ForwardingBackend backend(shared, 1);
-  ASSERT_TRUE(backend.Attach(*ring, 0, done.completer()).ok());
+TEST_F(ForwardingToQueue0, AForwardThatFailedForAMomentIsSentAgainNotFailed) {
   BlockIo io;
   io.length = 4096;
   backend.Submit(2, io);

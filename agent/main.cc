@@ -31,6 +31,7 @@
 #include "agent/version.h"
 #include "agent/volume_service.h"
 #include "agent/volume_table.h"
+#include "common/termination_signals.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -234,13 +235,6 @@ std::unique_ptr<blk::agent::CompletionLocalityProbe> StartCompletionLocality(
   return probe;
 }
 
-int WaitForTerminationSignal(const sigset_t& signals) {
-  int signal = 0;
-  while (sigwait(&signals, &signal) != 0) {
-  }
-  return signal;
-}
-
 void AddAccessFlags(CLI::App& app, Options& options) {
   app.add_option("--admin-group", options.admin_group,
                  "group (name or gid) whose members may call every RPC on the socket, like root; "
@@ -349,18 +343,6 @@ void AddFlags(CLI::App& app, Options& options) {
   app.set_version_flag("--version", blk::agent::kAgentVersion);
 }
 
-// Termination signals are blocked before any thread exists, so every thread inherits the mask
-// and only WaitForTerminationSignal sees them.
-sigset_t BlockTerminationSignals() {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
-  return signals;
-}
-
 // The BPF completion-locality probe and the metrics read from it.
 struct CompletionLocality {
   explicit CompletionLocality(const Options& options)
@@ -415,7 +397,7 @@ bool ServeUntilSignal(const Options& options, const AccessGroups& groups, const 
   spdlog::info("serving ({} workers, up to {} waiting calls)", options.grpc_threads,
                options.max_waiting_calls);
   blk::agent::NotifyReady(status);
-  const int signal = WaitForTerminationSignal(signals);
+  const int signal = blk::WaitForTerminationSignal(signals);
   spdlog::info("received {}, stopping", strsignal(signal));
   blk::agent::NotifyStopping(options.on_exit == "delete" ? "stopping; deleting the devices"
                                                          : "stopping; leaving the devices");
@@ -518,6 +500,6 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   AddFlags(app, options);
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(options.log_level));
-  const sigset_t signals = BlockTerminationSignals();
+  const sigset_t signals = blk::BlockTerminationSignals();
   return Run(options, signals);
 }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/fnv1a.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace blk::agent {
@@ -17,16 +18,6 @@ namespace {
 
 constexpr char kMagic[] = "blkagent-volume";
 constexpr int kFormat = 3;
-
-// Detects corruption, not tampering: FNV-1a is enough and needs no library.
-uint64_t Fnv1a64(std::string_view data) {
-  uint64_t hash = 0xcbf29ce484222325ULL;
-  for (unsigned char c : data) {
-    hash ^= c;
-    hash *= 0x100000001b3ULL;
-  }
-  return hash;
-}
 
 std::string Hex(uint64_t value) {
   char text[17];

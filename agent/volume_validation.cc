@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/dns_label.h"
 #include "server/nbd/uri.h"
 #include "server/ublk/cpu_list.h"
 #include "server/ublk/placement.h"
@@ -21,8 +22,6 @@ constexpr uint32_t kMaxNbdIoTimeoutSeconds = 24 * 3600;
 absl::Status Invalid(absl::string_view field, absl::string_view reason) {
   return absl::InvalidArgumentError(absl::StrCat("volume.", field, ": ", reason));
 }
-
-bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 
 absl::Status ValidateFileBackend(const v1::FileBackend& file) {
   const std::string& path = file.path();
@@ -94,14 +93,7 @@ absl::Status ValidateRqAffinity(const v1::Volume& spec) {
   return absl::OkStatus();
 }
 
-bool IsValidVolumeId(std::string_view id) {
-  if (id.empty() || id.size() > 63) return false;
-  if (!IsLowerAlnum(id.front()) || !IsLowerAlnum(id.back())) return false;
-  for (char c : id) {
-    if (!IsLowerAlnum(c) && c != '-') return false;
-  }
-  return true;
-}
+bool IsValidVolumeId(std::string_view id) { return IsDnsLabel(id); }
 
 v1::Volume NormalizeVolumeSpec(const v1::Volume& requested) {
   v1::Volume spec = requested;

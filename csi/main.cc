@@ -20,6 +20,7 @@
 #include "cli/agent_address.h"
 #include "cli/app.h"
 #include "cli/volume_client.h"
+#include "common/termination_signals.h"
 #include "csi/controller_service.h"
 #include "csi/identity_service.h"
 #include "csi/kubelet_paths.h"
@@ -48,17 +49,6 @@ std::string HostName() {
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) != 0) return "";
   return name;
-}
-
-// Termination signals are blocked before gRPC starts threads, and taken with sigwait.
-sigset_t BlockTerminationSignals() {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
-  return signals;
 }
 
 int Serve(const Options& options, const sigset_t& signals) {
@@ -119,9 +109,7 @@ int Serve(const Options& options, const sigset_t& signals) {
                socket_path, options.node_id, options.controller ? ", with the controller" : "",
                options.agent_socket);
 
-  int signal = 0;
-  while (sigwait(&signals, &signal) != 0) {
-  }
+  const int signal = blk::WaitForTerminationSignal(signals);
   spdlog::info("received {}, stopping", strsignal(signal));
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   ::unlink(socket_path.c_str());
@@ -160,6 +148,6 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
     spdlog::critical("no --node-id and no host name");
     return 2;
   }
-  const sigset_t signals = BlockTerminationSignals();
+  const sigset_t signals = blk::BlockTerminationSignals();
   return Serve(options, signals);
 }

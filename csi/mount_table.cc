@@ -6,28 +6,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/mountinfo_escape.h"
 
 namespace blk::csi {
-namespace {
-
-// mountinfo writes space, tab, newline and backslash in paths as \ooo.
-std::string Unescape(absl::string_view field) {
-  std::string out;
-  for (size_t i = 0; i < field.size(); ++i) {
-    if (field[i] == '\\' && i + 3 < field.size() && field[i + 1] >= '0' && field[i + 1] <= '3' &&
-        field[i + 2] >= '0' && field[i + 2] <= '7' && field[i + 3] >= '0' && field[i + 3] <= '7') {
-      out.push_back(static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 +
-                                      (field[i + 3] - '0')));
-      i += 3;
-    } else {
-      out.push_back(field[i]);
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
 absl::StatusOr<std::vector<MountEntry>> ParseMountInfo(absl::string_view text) {
   std::vector<MountEntry> entries;
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
@@ -40,13 +21,13 @@ absl::StatusOr<std::vector<MountEntry>> ParseMountInfo(absl::string_view text) {
     }
     MountEntry entry;
     entry.major_minor = std::string(fields[2]);
-    entry.root = Unescape(fields[3]);
-    entry.mount_point = Unescape(fields[4]);
+    entry.root = UnescapeMountInfoField(fields[3]);
+    entry.mount_point = UnescapeMountInfoField(fields[4]);
     for (absl::string_view option : absl::StrSplit(fields[5], ',')) {
       if (option == "ro") entry.read_only = true;
     }
     entry.fs_type = std::string(fields[separator + 1]);
-    entry.source = Unescape(fields[separator + 2]);
+    entry.source = UnescapeMountInfoField(fields[separator + 2]);
     entries.push_back(std::move(entry));
   }
   return entries;

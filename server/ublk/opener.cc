@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/mountinfo_escape.h"
 
 namespace blk::server {
 namespace {
@@ -30,25 +31,6 @@ bool IsNumber(absl::string_view s) {
     if (!std::isdigit(static_cast<unsigned char>(c))) return false;
   }
   return true;
-}
-
-// mountinfo escapes blanks in paths as octal (\040).
-std::string UnescapeMountPath(absl::string_view escaped) {
-  std::string out;
-  for (size_t i = 0; i < escaped.size(); ++i) {
-    if (escaped[i] == '\\' && i + 3 < escaped.size()) {
-      const absl::string_view digits = escaped.substr(i + 1, 3);
-      if (digits[0] >= '0' && digits[0] <= '3' && digits[1] >= '0' && digits[1] <= '7' &&
-          digits[2] >= '0' && digits[2] <= '7') {
-        out.push_back(
-            static_cast<char>((digits[0] - '0') * 64 + (digits[1] - '0') * 8 + (digits[2] - '0')));
-        i += 3;
-        continue;
-      }
-    }
-    out.push_back(escaped[i]);
-  }
-  return out;
 }
 
 void AddProcessOpeners(const DeviceNumber& device, const std::string& proc,
@@ -84,7 +66,7 @@ std::vector<std::string> MountPointsOf(absl::string_view mountinfo, unsigned maj
   for (absl::string_view line : absl::StrSplit(mountinfo, '\n', absl::SkipEmpty())) {
     std::vector<absl::string_view> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
     if (fields.size() < 5 || fields[2] != wanted) continue;
-    mounts.push_back(UnescapeMountPath(fields[4]));
+    mounts.push_back(UnescapeMountInfoField(fields[4]));
   }
   return mounts;
 }

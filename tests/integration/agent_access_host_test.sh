@@ -8,15 +8,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/host_test_lib.sh"
 bin="$1"
-work="$(mktemp -d)"
 chmod 0755 "$work"  # the setpriv users reach the socket through it
-started=()
-
-cleanup() {
-  for pid in "${started[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
 
 # agent STATE_DIR ARGS...: run in the background (`agent ... &`); exec makes $! the agent itself,
 # so the cleanup's kill reaches it rather than leaving it orphaned behind a killed subshell.

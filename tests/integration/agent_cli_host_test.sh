@@ -5,16 +5,8 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/host_test_lib.sh"
 bin="$1"
-work="$(mktemp -d)"
 socket="$work/run/agent.sock"
 state="$work/state"
-agent_pid=""
-
-cleanup() {
-  if [[ -n "$agent_pid" ]] && kill -0 "$agent_pid" 2>/dev/null; then kill -KILL "$agent_pid"; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
 
 blkctl() { "$bin/blkctl" --socket "$socket" "$@"; }
 

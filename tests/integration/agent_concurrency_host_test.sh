@@ -16,14 +16,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/host_test_lib.sh"
 bin="$1"
 health_check="$2"
 here="$(cd "$(dirname "$0")" && pwd)"
-work="$(mktemp -d)"
-started=()  # pids of the agents and listeners this test started
-
-cleanup() {
-  for pid in "${started[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
 
 # start_agent NAME ARGS...: an agent on $work/NAME.sock with state in $work/NAME-state.
 start_agent() {

@@ -9,7 +9,6 @@
 #
 # agent_metrics_address_host_test.sh BIN_DIR
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/host_test_lib.sh"
 bin="$1"
 
 if [[ -z "${BLK_IN_OWN_NETNS:-}" ]]; then
@@ -19,16 +18,11 @@ if [[ -z "${BLK_IN_OWN_NETNS:-}" ]]; then
   fi
   exec unshare --net env BLK_IN_OWN_NETNS=1 "$0" "$@"
 fi
+# Only now: the scratch directory and its clean-up belong to the process that stays.
+source "$(dirname "${BASH_SOURCE[0]}")/host_test_lib.sh"
 
 ip link set lo up
 ip addr add 192.0.2.1/32 dev lo
-work="$(mktemp -d)"
-agent_pid=""
-cleanup() {
-  if [[ -n "$agent_pid" ]] && kill -0 "$agent_pid" 2>/dev/null; then kill -KILL "$agent_pid"; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
 
 # start_agent NAME [FLAGS...]: returns once the socket exists; /metrics is bound before it.
 start_agent() {

@@ -7,14 +7,6 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/host_test_lib.sh"
 bin="$1"
-work="$(mktemp -d)"
-agent_pid=""
-
-cleanup() {
-  if [[ -n "$agent_pid" ]] && kill -0 "$agent_pid" 2>/dev/null; then kill -KILL "$agent_pid"; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
 
 # start NAME [WRAPPER...] -- AGENT_ARGS...: an agent with its own socket and state.
 start() {

@@ -6,18 +6,8 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/host_test_lib.sh"
 bin="$1"
-work="$(mktemp -d)"
 socket="$work/run/agent.sock"
 state="$work/state"
-agent_pid=""
-nbdkit_pids=()
-
-cleanup() {
-  if [[ -n "$agent_pid" ]] && kill -0 "$agent_pid" 2>/dev/null; then kill -KILL "$agent_pid"; fi
-  for pid in "${nbdkit_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
 
 blkctl() { "$bin/blkctl" --socket "$socket" "$@"; }
 
@@ -38,7 +28,7 @@ expect_refusal() {
 
 start_nbdkit() {  # start_nbdkit SOCKET SIZE: a memory export of SIZE bytes
   nbdkit --foreground --unix "$1" memory "size=$2" >>"$work/nbdkit.log" 2>&1 &
-  nbdkit_pids+=($!)
+  started+=($!)
   wait_for 30 test -S "$1" || { fail "nbdkit on $1 did not start"; exit 1; }
 }
 

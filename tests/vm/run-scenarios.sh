@@ -7,8 +7,9 @@
 # guest gets two NVMe namespaces backed by sparse files: 512-byte and
 # 4096-byte logical blocks (see nvme_namespace in scenarios/lib.sh).
 # Prints a summary and, last, `N passed, M failed, K skipped`, counting
-# scenario x kernel; a scenario that never reported (the VM died) counts as
-# failed; one that skipped itself (lib.sh's skip, e.g. one_kernel_only)
+# scenario x kernel. A guest that dies mid-suite is booted once more for the
+# scenarios that never reported (the death is printed in the summary); one
+# still without a verdict counts as failed; one that skipped itself (lib.sh's skip, e.g. one_kernel_only)
 # as skipped.
 # Exits 0 only when everything passed.
 #
@@ -84,7 +85,48 @@ main() {
       grep -m 3 -E "Oops|BUG|panic" "$out/console.log" >&2 || tail -n 5 "$out/console.log" >&2
       mv "$out/console.log" "$results_root/$kernel-boot-1.console.log" 2>/dev/null || true
     done
+    if ((vm_status == 125)) && [[ -s "$out/planned.txt" ]]; then
+      resume_after_death "$kernel" "$out"
+    fi
     echo "$vm_status" >"$out/vm-status"
+  }
+
+  # A guest that died in the middle of its suite (seen once in CI, on 6.12: no verdict after
+  # 68, and no console kept) is booted once more for the scenarios that never reported; the one
+  # it died in runs again. The death stays on record: OUT/died.txt names the scenario and the
+  # console's oops line, and the summary prints both, so a crash that comes back fails twice.
+  resume_after_death() {
+    local kernel="$1" out="$2" name remaining=() first_status=$vm_status
+    while read -r name; do
+      awk -v n="$name" '$2 == n { found = 1 } END { exit !found }' "$out/results.txt" 2>/dev/null ||
+        remaining+=("$name")
+    done <"$out/planned.txt"
+    ((${#remaining[@]} > 0)) || return 0
+    {
+      echo "${remaining[0]}"
+      grep -m1 -E 'Oops|Kernel panic|BUG:|general protection' "$out/console.log" ||
+        tail -n 1 "$out/console.log" || true
+    } >"$out/died.txt"
+    cp "$out/console.log" "$out/died-console.log"
+    echo "run-scenarios: the $kernel VM died (status $first_status) during ${remaining[0]};" \
+      "its last console lines:" >&2
+    tail -n 40 "$out/console.log" >&2 || true
+    echo "run-scenarios: booting the $kernel VM again for the ${#remaining[@]} scenarios that" \
+      "never reported" >&2
+    local regex resume="$out/resume"
+    regex="^($(IFS='|'; echo "${remaining[*]}"))\$"
+    mkdir -p "$resume"
+    truncate -s 256M "$resume/nvme-512.img" "$resume/nvme-4k.img"
+    vm_status=0
+    BLK_SCENARIOS="$regex" "$here/run-vm.sh" --kernel "$kernel" --out "$resume" \
+      --timeout "${BLK_VM_TIMEOUT:-2400}" \
+      --nvme "$resume/nvme-512.img:512" --nvme "$resume/nvme-4k.img:4096" \
+      --keep "$build_dir" --keep "$scenario_dir" \
+      -- "$here/scenarios/all.sh" "$build_dir" || vm_status=$?
+    rm -f "$resume/nvme-512.img" "$resume/nvme-4k.img"
+    cat "$resume/results.txt" >>"$out/results.txt" 2>/dev/null || true
+    cat "$resume/guest.log" >>"$out/guest.log" 2>/dev/null || true
+    cp "$resume/console.log" "$out/console.log" 2>/dev/null || true
   }
 
   mkdir -p "$results_root"
@@ -127,8 +169,13 @@ main() {
       fi
       summary+=("$(printf '%-6s  %-40s %s' "$kernel" "$name" "$verdict")")
     done
+    if [[ -s "$out/died.txt" ]]; then
+      summary+=("$(printf '%-6s  the VM died during %s and was booted again; its console said: %s' \
+        "$kernel" "$(sed -n 1p "$out/died.txt")" "$(sed -n 2p "$out/died.txt" | cut -c1-160)")")
+    fi
     if ((vm_status != 0 && vm_status != 1)); then
-      echo "run-scenarios: the $kernel VM failed (status $vm_status); see $out/console.log" >&2
+      echo "run-scenarios: the $kernel VM failed (status $vm_status); its last console lines:" >&2
+      tail -n 40 "$out/console.log" >&2 || true
     fi
   done
 

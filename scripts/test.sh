@@ -5,7 +5,9 @@
 #         brief fuzz tests, once, in the clang ASan+UBSan tree (scripts/sanitize.sh asan), then
 #         the threaded ones in the TSan tree;
 #   vm:   the VM scenarios on kernels 7.x and 6.12, both VMs at once (tests/vm/run-scenarios.sh),
-#         on the main (gcc) tree, which builds only what they run (vm_binaries).
+#         on the main (gcc) tree, which builds only what they run (vm_binaries);
+#   package: the Debian package built, linted and installed into a fresh chroot
+#         (scripts/package.sh; full runs only).
 # Installs what is missing first; the kernels download while the host part runs. A failed host
 # part does not stop the VM part. Ends with each phase's time and one line counting every test.
 # Usage: scripts/test.sh [--host [CTEST ARGS...] | --vm [SCENARIO REGEX]]
@@ -87,4 +89,9 @@ if [[ $part != host ]]; then
   [[ $part == vm && $# == 1 ]] && vm_args+=("$1")
   phase vm-scenarios "$root/tests/vm/run-scenarios.sh" "${vm_args[@]}" || vm_status=$?
 fi
-((host_status == 0 && vm_status == 0))
+# The Debian package: built, lintian-clean and installed into a fresh chroot (about 2 minutes).
+package_status=0
+if [[ $part == all ]]; then
+  phase package "$root/scripts/package.sh" || package_status=$?
+fi
+((host_status == 0 && vm_status == 0 && package_status == 0))

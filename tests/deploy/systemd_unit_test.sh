@@ -18,7 +18,17 @@ copy="$work/$(basename "$unit")"
 sed "s,^ExecStart=/usr/local/bin/blkagent ,ExecStart=$blkagent ," "$unit" >"$copy"
 grep -q "^ExecStart=$blkagent " "$copy" || { echo "FAIL - no ExecStart=/usr/local/bin/blkagent in $unit"; exit 1; }
 
+# The Debian package's drop-in beside it (the groups the socket admits), verified with it.
+mkdir -p "$copy.d"
+cp "$(dirname "$0")/../../deploy/debian/groups.conf" "$copy.d/"
+
 failures=0
+# Members of --admin-group/--reader-group reach the socket only through a searchable directory.
+mode="$(sed -n 's/^RuntimeDirectoryMode=//p' "$unit")"
+if [[ "$mode" =~ ^0?[0-7][0-7][1357]$ ]]; then echo "ok   - RuntimeDirectoryMode=$mode lets the groups reach the socket"; else
+  echo "FAIL - RuntimeDirectoryMode=${mode:-unset}: the socket's groups cannot search the directory"
+  failures=$((failures + 1))
+fi
 rc=0
 verify="$(systemd-analyze verify "$copy" 2>&1)" || rc=$?
 if ((rc == 0)) && [[ -z "$verify" ]]; then echo "ok   - systemd-analyze verify"; else

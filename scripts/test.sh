@@ -6,8 +6,9 @@
 #         the threaded ones in the TSan tree;
 #   vm:   the VM scenarios on kernels 7.x and 6.12, both VMs at once (tests/vm/run-scenarios.sh),
 #         on the main (gcc) tree, which builds only what they run (vm_binaries);
-#   package: the Debian package built, linted and installed into a fresh chroot
-#         (scripts/package.sh; full runs only).
+#   package, image: the Debian package built, linted and installed into a fresh chroot
+#         (scripts/package.sh), and the node image made from it and checked
+#         (deploy/image/build.sh); full runs only.
 # Installs what is missing first; the kernels download while the host part runs. A failed host
 # part does not stop the VM part. Ends with each phase's time and one line counting every test.
 # Usage: scripts/test.sh [--host [CTEST ARGS...] | --vm [SCENARIO REGEX]]
@@ -85,13 +86,23 @@ if [[ $part != host ]]; then
     exit 1
   fi
   phase_record vm-kernels-fetch $((SECONDS - started)) 0
+  # The Debian package (built, lintian-clean, installed into a fresh chroot) and the node image
+  # made from it, checked against the DaemonSet: beside the VMs, as they wait mostly on the
+  # mirror and dpkg (5 minutes alone, about one more for the VMs beside them). Full runs only.
+  if [[ $part == all ]]; then
+    deploy_log="$build/package-and-image.log"
+    (phase package "$root/scripts/package.sh" && phase image "$root/deploy/image/build.sh") \
+      >"$deploy_log" 2>&1 &
+    deploy_pid=$!
+  fi
   vm_args=("$build")
   [[ $part == vm && $# == 1 ]] && vm_args+=("$1")
   phase vm-scenarios "$root/tests/vm/run-scenarios.sh" "${vm_args[@]}" || vm_status=$?
 fi
-# The Debian package: built, lintian-clean and installed into a fresh chroot (about 2 minutes).
 package_status=0
-if [[ $part == all ]]; then
-  phase package "$root/scripts/package.sh" || package_status=$?
+if [[ -n ${deploy_pid:-} ]] && ! wait "$deploy_pid"; then
+  package_status=1
+  tail -n 60 "$deploy_log" >&2
+  echo "test: the package or image phase failed (above; all of it in $deploy_log)" >&2
 fi
 ((host_status == 0 && vm_status == 0 && package_status == 0))

@@ -4,8 +4,9 @@
 The node image deploy/image/build.sh made is what the DaemonSet can run: an OCI archive whose
 index names one manifest tagged VERSION, every blob matching its digest; a config with
 blkagent as entrypoint, user 0:0 and at least one layer; the DaemonSet's blk containers name
-blk:VERSION. Then, as root, the layers are unpacked and each binary runs in a chroot of them
-(--version: every library it loads is there), and so do the tools blk-csi runs."""
+blk:VERSION. Then, as root, the layers are unpacked and every program the DaemonSet's blk
+containers run (their commands and exec probes) runs in a chroot of them (--version: every
+library it loads is there), and so do the tools blk-csi runs."""
 import gzip
 import hashlib
 import io
@@ -18,7 +19,7 @@ import tempfile
 
 import yaml
 
-BINARIES = ["blkagent", "blkctl", "blk-csi"]
+ENTRYPOINT = "/usr/bin/blkagent"
 TOOLS = [["blkid", "-V"], ["mkfs.ext4", "-V"], ["resize2fs"], ["mkfs.xfs", "-V"],
          ["xfs_growfs", "-V"]]
 
@@ -42,7 +43,7 @@ def check(archive_path, daemonset_path):
         manifest = json.loads(read_blob(archive, entry["digest"]))
         config = json.loads(read_blob(archive, manifest["config"]["digest"]))
         run = config.get("config", {})
-        if run.get("Entrypoint") != ["/usr/local/bin/blkagent"]:
+        if run.get("Entrypoint") != [ENTRYPOINT]:
             errors.append("entrypoint %r, want blkagent" % run.get("Entrypoint"))
         if run.get("User") != "0:0":
             errors.append("user %r, want 0:0 (the agent needs root)" % run.get("User"))
@@ -54,10 +55,18 @@ def check(archive_path, daemonset_path):
 
     with open(daemonset_path) as f:
         daemonset = yaml.safe_load(f)
+    programs = set()
     for container in daemonset["spec"]["template"]["spec"]["containers"]:
         if container["name"] in ("blkagent", "blk-csi") and container["image"] != "blk:" + tag:
             errors.append("the DaemonSet's %s runs %s, the archive holds blk:%s"
                           % (container["name"], container["image"], tag))
+        if container["image"].split(":")[0] != "blk":
+            continue
+        programs.add(container["command"][0])
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            command = container.get(probe, {}).get("exec", {}).get("command")
+            if command:
+                programs.add(command[0])
     if errors or os.geteuid() != 0:
         return errors
 
@@ -66,7 +75,7 @@ def check(archive_path, daemonset_path):
             data = gzip.decompress(layer) if layer[:2] == b"\x1f\x8b" else layer
             with tarfile.open(fileobj=io.BytesIO(data)) as tar:
                 tar.extractall(rootfs)
-        commands = [["/usr/local/bin/" + b, "--version"] for b in BINARIES] + TOOLS
+        commands = [[program, "--version"] for program in sorted(programs)] + TOOLS
         # /proc as a container has it: the loader finds $ORIGIN (the binaries' RUNPATH) there.
         # A mount namespace of its own takes the mount away when the command ends.
         in_image = ["unshare", "--mount", "--propagation", "private", "sh", "-c",

@@ -1,4 +1,4 @@
-# The blk-csi helpers scenarios 65, 67 and 68 share; sourced after lib.sh.
+# The blk-csi helpers scenarios 65, 67, 68 and 69 share; sourced after lib.sh.
 
 CSI_SOCKET="$WORK/csi/csi.sock"
 CSI_PID=""

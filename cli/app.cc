@@ -11,11 +11,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "cli/agent_address.h"
-#include "cli/backend_uri.h"
 #include "cli/commands.h"
-#include "cli/size_parse.h"
-#include "cli/volume_client.h"
+#include "client/agent_address.h"
+#include "client/backend_uri.h"
+#include "client/size_parse.h"
+#include "client/volume_client.h"
 
 namespace blk::cli {
 namespace {
@@ -26,7 +26,7 @@ namespace {
 CLI::Validator SizeValidator() {
   return CLI::Validator(
       [](std::string& input) -> std::string {
-        absl::StatusOr<uint64_t> size = ParseSize(input);
+        absl::StatusOr<uint64_t> size = client::ParseSize(input);
         if (!size.ok()) return std::string(size.status().message());
         input = absl::StrCat(*size);
         return {};
@@ -37,7 +37,7 @@ CLI::Validator SizeValidator() {
 CLI::Validator BackendUriValidator() {
   return CLI::Validator(
       [](std::string& input) -> std::string {
-        absl::StatusOr<blk::v1::Volume> backend = ParseBackendUri(input);
+        absl::StatusOr<blk::v1::Volume> backend = client::ParseBackendUri(input);
         if (!backend.ok()) return std::string(backend.status().message());
         return {};
       },
@@ -76,7 +76,7 @@ std::string UsageFailure(const CLI::App* /*app*/, const CLI::Error& error) {
 
 // Backends whose volumes may omit --size: NBD (the export's) and NVMe (the namespace's).
 bool BackendKnowsItsSize(const std::string& uri) {
-  absl::StatusOr<blk::v1::Volume> backend = ParseBackendUri(uri);
+  absl::StatusOr<blk::v1::Volume> backend = client::ParseBackendUri(uri);
   return backend.ok() && (backend->has_nbd() || backend->has_nvme());
 }
 
@@ -102,12 +102,12 @@ absl::StatusOr<absl::Duration> ParsePositiveDuration(absl::string_view text,
 namespace {
 
 // Performs the chosen command's RPC and returns what to print on stdout.
-using Command = std::function<absl::StatusOr<std::string>(VolumeClient&)>;
+using Command = std::function<absl::StatusOr<std::string>(client::VolumeClient&)>;
 
 // What the command line asks for: CLI11 fills it in while it parses, a command's callback sets
 // `command`.
 struct Invocation {
-  std::string socket = kDefaultSocket;
+  std::string socket = client::kDefaultSocket;
   std::string tcp;  // empty: the Unix socket
   std::string tls_ca;
   std::string tls_cert;
@@ -201,7 +201,7 @@ void AddCreateVolume(CLI::App& app, Invocation& invocation) {
           "is required for null:// and file:// backends (only nbd and nvme volumes take their "
           "size from the export or namespace)");
     }
-    invocation.command = [&invocation, create](VolumeClient& client) {
+    invocation.command = [&invocation, create](client::VolumeClient& client) {
       return RunCreateVolume(client, *create, invocation.format());
     };
   });
@@ -221,7 +221,7 @@ void AddUpdateVolume(CLI::App& app, Invocation& invocation) {
     if (!update->rq_affinity) {
       throw CLI::ValidationError("update-volume", "needs a tunable to change: --rq-affinity");
     }
-    invocation.command = [&invocation, update](VolumeClient& client) {
+    invocation.command = [&invocation, update](client::VolumeClient& client) {
       return RunUpdateVolume(client, *update, invocation.format());
     };
   });
@@ -243,7 +243,7 @@ void AddResizeVolume(CLI::App& app, Invocation& invocation) {
       ->required();
   AddOutputOption(*command, invocation.format_text);
   command->callback([&invocation, flags] {
-    invocation.command = [&invocation, flags](VolumeClient& client) {
+    invocation.command = [&invocation, flags](client::VolumeClient& client) {
       return RunResizeVolume(client, flags->id, flags->size_bytes, invocation.format());
     };
   });
@@ -265,7 +265,7 @@ void AddDeleteVolume(CLI::App& app, Invocation& invocation) {
                     "A volume that does not exist is not an error: exit 0, saying so");
   AddOutputOption(*command, invocation.format_text);
   command->callback([&invocation, flags] {
-    invocation.command = [&invocation, flags](VolumeClient& client) {
+    invocation.command = [&invocation, flags](client::VolumeClient& client) {
       return RunDeleteVolume(client, flags->id, flags->force, flags->if_exists,
                              invocation.format());
     };
@@ -278,7 +278,7 @@ void AddGetVolume(CLI::App& app, Invocation& invocation) {
   command->add_option("ID", *id, "Volume id")->required();
   AddOutputOption(*command, invocation.format_text);
   command->callback([&invocation, id] {
-    invocation.command = [&invocation, id](VolumeClient& client) {
+    invocation.command = [&invocation, id](client::VolumeClient& client) {
       return RunGetVolume(client, *id, invocation.format());
     };
   });
@@ -288,7 +288,7 @@ void AddListVolumes(CLI::App& app, Invocation& invocation) {
   CLI::App* command = app.add_subcommand("list-volumes", "List all volumes");
   AddOutputOption(*command, invocation.format_text);
   command->callback([&invocation] {
-    invocation.command = [&invocation](VolumeClient& client) {
+    invocation.command = [&invocation](client::VolumeClient& client) {
       return RunListVolumes(client, invocation.format());
     };
   });
@@ -298,7 +298,7 @@ void AddNodeInfo(CLI::App& app, Invocation& invocation) {
   CLI::App* command = app.add_subcommand("node-info", "Show the node's kernel and ublk support");
   AddOutputOption(*command, invocation.format_text);
   command->callback([&invocation] {
-    invocation.command = [&invocation](VolumeClient& client) {
+    invocation.command = [&invocation](client::VolumeClient& client) {
       return RunNodeInfo(client, invocation.format());
     };
   });
@@ -323,7 +323,7 @@ void AddStats(CLI::App& app, Invocation& invocation, std::ostream& out) {
   AddOutputOption(*command, invocation.format_text);
   command->callback([&invocation, flags, &out] {
     invocation.command = [&invocation, flags,
-                          &out](VolumeClient& client) -> absl::StatusOr<std::string> {
+                          &out](client::VolumeClient& client) -> absl::StatusOr<std::string> {
       // Validated during parsing, so this cannot fail here.
       flags->stats.interval =
           ParsePositiveDuration(flags->interval_text, "interval").value_or(absl::Seconds(1));
@@ -357,15 +357,15 @@ int Dispatch(const Invocation& invocation, std::ostream& out, std::ostream& err)
   }
   // Validated during parsing, so this cannot fail here.
   const absl::Duration timeout = ParseTimeout(invocation.timeout_text).value_or(absl::Seconds(60));
-  absl::StatusOr<AgentAddress> address =
-      invocation.tcp.empty() ? UnixAgentAddress(invocation.socket)
-                             : TlsAgentAddress(invocation.tcp, invocation.tls_ca,
-                                               invocation.tls_cert, invocation.tls_key);
+  absl::StatusOr<client::AgentAddress> address =
+      invocation.tcp.empty() ? client::UnixAgentAddress(invocation.socket)
+                             : client::TlsAgentAddress(invocation.tcp, invocation.tls_ca,
+                                                       invocation.tls_cert, invocation.tls_key);
   if (!address.ok()) {
     err << "blkctl: " << address.status().message() << "\n";
     return kExitUsage;
   }
-  VolumeClient client(std::move(*address), timeout);
+  client::VolumeClient client(std::move(*address), timeout);
   absl::StatusOr<std::string> result = invocation.command(client);
   if (!result.ok()) {
     err << "blkctl: " << absl::StatusCodeToString(result.status().code()) << ": "

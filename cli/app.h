@@ -14,7 +14,6 @@ inline constexpr int kExitRpcError = 1;
 // The command line itself is wrong; nothing was sent.
 inline constexpr int kExitUsage = 2;
 
-inline constexpr char kDefaultSocket[] = "/run/blkagent/blkagent.sock";
 inline constexpr char kSocketEnv[] = "BLKCTL_SOCKET";
 
 // "60s", "2m", "1m30s", "500ms" (absl duration syntax) or plain seconds ("60"); > 0. `what` names

@@ -1,14 +1,14 @@
 #include "cli/commands.h"
 
 #include "absl/strings/str_cat.h"
-#include "cli/backend_uri.h"
 #include "cli/stats_report.h"
+#include "client/backend_uri.h"
 
 namespace blk::cli {
 
 absl::StatusOr<blk::v1::CreateVolumeRequest> BuildCreateVolumeRequest(
     const CreateVolumeFlags& flags) {
-  absl::StatusOr<blk::v1::Volume> backend = ParseBackendUri(flags.backend_uri);
+  absl::StatusOr<blk::v1::Volume> backend = client::ParseBackendUri(flags.backend_uri);
   if (!backend.ok()) return backend.status();
   blk::v1::CreateVolumeRequest request;
   blk::v1::Volume& volume = *request.mutable_volume();
@@ -32,8 +32,8 @@ absl::StatusOr<blk::v1::CreateVolumeRequest> BuildCreateVolumeRequest(
   return request;
 }
 
-absl::StatusOr<std::string> RunCreateVolume(VolumeClient& client, const CreateVolumeFlags& flags,
-                                            OutputFormat format) {
+absl::StatusOr<std::string> RunCreateVolume(client::VolumeClient& client,
+                                            const CreateVolumeFlags& flags, OutputFormat format) {
   absl::StatusOr<blk::v1::CreateVolumeRequest> request = BuildCreateVolumeRequest(flags);
   if (!request.ok()) return request.status();
   absl::StatusOr<blk::v1::CreateVolumeResponse> response = client.CreateVolume(*request);
@@ -56,8 +56,8 @@ absl::StatusOr<blk::v1::UpdateVolumeRequest> BuildUpdateVolumeRequest(
   return request;
 }
 
-absl::StatusOr<std::string> RunUpdateVolume(VolumeClient& client, const UpdateVolumeFlags& flags,
-                                            OutputFormat format) {
+absl::StatusOr<std::string> RunUpdateVolume(client::VolumeClient& client,
+                                            const UpdateVolumeFlags& flags, OutputFormat format) {
   absl::StatusOr<blk::v1::UpdateVolumeRequest> request = BuildUpdateVolumeRequest(flags);
   if (!request.ok()) return request.status();
   absl::StatusOr<blk::v1::UpdateVolumeResponse> response = client.UpdateVolume(*request);
@@ -66,7 +66,7 @@ absl::StatusOr<std::string> RunUpdateVolume(VolumeClient& client, const UpdateVo
   return RenderVolume(response->volume());
 }
 
-absl::StatusOr<std::string> RunResizeVolume(VolumeClient& client, absl::string_view id,
+absl::StatusOr<std::string> RunResizeVolume(client::VolumeClient& client, absl::string_view id,
                                             uint64_t size_bytes, OutputFormat format) {
   blk::v1::ResizeVolumeRequest request;
   request.set_id(std::string(id));
@@ -77,8 +77,8 @@ absl::StatusOr<std::string> RunResizeVolume(VolumeClient& client, absl::string_v
   return RenderVolume(response->volume());
 }
 
-absl::StatusOr<std::string> RunDeleteVolume(VolumeClient& client, absl::string_view id, bool force,
-                                            bool if_exists, OutputFormat format) {
+absl::StatusOr<std::string> RunDeleteVolume(client::VolumeClient& client, absl::string_view id,
+                                            bool force, bool if_exists, OutputFormat format) {
   blk::v1::DeleteVolumeRequest request;
   request.set_id(std::string(id));
   request.set_force(force);
@@ -94,7 +94,7 @@ absl::StatusOr<std::string> RunDeleteVolume(VolumeClient& client, absl::string_v
   return absl::StrCat("volume ", id, " deleted\n");
 }
 
-absl::StatusOr<std::string> RunGetVolume(VolumeClient& client, absl::string_view id,
+absl::StatusOr<std::string> RunGetVolume(client::VolumeClient& client, absl::string_view id,
                                          OutputFormat format) {
   blk::v1::GetVolumeRequest request;
   request.set_id(std::string(id));
@@ -104,7 +104,7 @@ absl::StatusOr<std::string> RunGetVolume(VolumeClient& client, absl::string_view
   return RenderVolume(response->volume());
 }
 
-absl::StatusOr<std::string> RunListVolumes(VolumeClient& client, OutputFormat format) {
+absl::StatusOr<std::string> RunListVolumes(client::VolumeClient& client, OutputFormat format) {
   absl::StatusOr<blk::v1::ListVolumesResponse> response =
       client.ListVolumes(blk::v1::ListVolumesRequest());
   if (!response.ok()) return response.status();
@@ -112,7 +112,7 @@ absl::StatusOr<std::string> RunListVolumes(VolumeClient& client, OutputFormat fo
   return RenderVolumeTable(response->volumes());
 }
 
-absl::StatusOr<std::string> RunNodeInfo(VolumeClient& client, OutputFormat format) {
+absl::StatusOr<std::string> RunNodeInfo(client::VolumeClient& client, OutputFormat format) {
   absl::StatusOr<blk::v1::GetNodeInfoResponse> response =
       client.GetNodeInfo(blk::v1::GetNodeInfoRequest());
   if (!response.ok()) return response.status();
@@ -120,7 +120,7 @@ absl::StatusOr<std::string> RunNodeInfo(VolumeClient& client, OutputFormat forma
   return RenderNodeInfo(*response);
 }
 
-absl::Status RunStats(VolumeClient& client, const StatsFlags& flags, OutputFormat format,
+absl::Status RunStats(client::VolumeClient& client, const StatsFlags& flags, OutputFormat format,
                       std::ostream& out, const std::function<void(absl::Duration)>& wait) {
   blk::v1::GetVolumeStatsRequest request;
   request.set_id(flags.id);

@@ -12,7 +12,7 @@
 #include "absl/time/time.h"
 #include "blk/v1/volume.pb.h"
 #include "cli/output.h"
-#include "cli/volume_client.h"
+#include "client/volume_client.h"
 
 namespace blk::cli {
 
@@ -42,23 +42,23 @@ absl::StatusOr<blk::v1::CreateVolumeRequest> BuildCreateVolumeRequest(
     const CreateVolumeFlags& flags);
 
 // Each command performs its RPC and returns what to print on stdout.
-absl::StatusOr<std::string> RunCreateVolume(VolumeClient& client, const CreateVolumeFlags& flags,
-                                            OutputFormat format);
+absl::StatusOr<std::string> RunCreateVolume(client::VolumeClient& client,
+                                            const CreateVolumeFlags& flags, OutputFormat format);
 // The request changes exactly the tunables given; none given is InvalidArgument.
 absl::StatusOr<blk::v1::UpdateVolumeRequest> BuildUpdateVolumeRequest(
     const UpdateVolumeFlags& flags);
-absl::StatusOr<std::string> RunUpdateVolume(VolumeClient& client, const UpdateVolumeFlags& flags,
-                                            OutputFormat format);
+absl::StatusOr<std::string> RunUpdateVolume(client::VolumeClient& client,
+                                            const UpdateVolumeFlags& flags, OutputFormat format);
 // Grows the volume to `size_bytes` (the agent refuses shrinking).
-absl::StatusOr<std::string> RunResizeVolume(VolumeClient& client, absl::string_view id,
+absl::StatusOr<std::string> RunResizeVolume(client::VolumeClient& client, absl::string_view id,
                                             uint64_t size_bytes, OutputFormat format);
 // An unknown volume is NOT_FOUND, unless `if_exists`: then it says there was nothing to delete.
-absl::StatusOr<std::string> RunDeleteVolume(VolumeClient& client, absl::string_view id, bool force,
-                                            bool if_exists, OutputFormat format);
-absl::StatusOr<std::string> RunGetVolume(VolumeClient& client, absl::string_view id,
+absl::StatusOr<std::string> RunDeleteVolume(client::VolumeClient& client, absl::string_view id,
+                                            bool force, bool if_exists, OutputFormat format);
+absl::StatusOr<std::string> RunGetVolume(client::VolumeClient& client, absl::string_view id,
                                          OutputFormat format);
-absl::StatusOr<std::string> RunListVolumes(VolumeClient& client, OutputFormat format);
-absl::StatusOr<std::string> RunNodeInfo(VolumeClient& client, OutputFormat format);
+absl::StatusOr<std::string> RunListVolumes(client::VolumeClient& client, OutputFormat format);
+absl::StatusOr<std::string> RunNodeInfo(client::VolumeClient& client, OutputFormat format);
 
 struct StatsFlags {
   std::string id;
@@ -67,7 +67,7 @@ struct StatsFlags {
 };
 // Writes one line per interval to `out` as it ends (after a header, in table format); `wait`
 // passes the time between two snapshots.
-absl::Status RunStats(VolumeClient& client, const StatsFlags& flags, OutputFormat format,
+absl::Status RunStats(client::VolumeClient& client, const StatsFlags& flags, OutputFormat format,
                       std::ostream& out,
                       const std::function<void(absl::Duration)>& wait = absl::SleepFor);
 

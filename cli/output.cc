@@ -10,8 +10,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "blk/v1/volume_state_name.h"
-#include "cli/backend_uri.h"
-#include "cli/size_parse.h"
+#include "client/backend_uri.h"
+#include "client/size_parse.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace blk::cli {
@@ -75,8 +75,8 @@ std::string RenderVolumeTable(const google::protobuf::RepeatedPtrField<blk::v1::
   for (const blk::v1::Volume& volume : volumes) {
     rows.push_back({
         volume.id(),
-        FormatSize(volume.size_bytes()),
-        OrDash(FormatBackendUri(volume)),
+        client::FormatSize(volume.size_bytes()),
+        OrDash(client::FormatBackendUri(volume)),
         OrDash(volume.status().device_path()),
         StateName(volume.status().state()),
         absl::StrCat(OrDefault(volume.queues(), kDefaultQueues)),
@@ -90,8 +90,9 @@ std::string RenderVolume(const blk::v1::Volume& volume) {
   const blk::v1::VolumeStatus& status = volume.status();
   std::vector<std::pair<std::string, std::string>> fields = {
       {"id", volume.id()},
-      {"size", absl::StrCat(FormatSize(volume.size_bytes()), " (", volume.size_bytes(), " bytes)")},
-      {"backend", OrDash(FormatBackendUri(volume))},
+      {"size",
+       absl::StrCat(client::FormatSize(volume.size_bytes()), " (", volume.size_bytes(), " bytes)")},
+      {"backend", OrDash(client::FormatBackendUri(volume))},
       {"block size",
        absl::StrCat(OrDefault(volume.logical_block_size(), kDefaultLogicalBlockSize))},
       {"queues", absl::StrCat(OrDefault(volume.queues(), kDefaultQueues))},

@@ -4,14 +4,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "cli/backend_uri.h"
+#include "client/backend_uri.h"
 
 namespace blk::csi {
 
 absl::StatusOr<std::string> BackendForVolume(absl::string_view class_backend,
                                              absl::string_view volume_id) {
   const std::string backend = absl::StrReplaceAll(class_backend, {{kVolumePlaceholder, volume_id}});
-  absl::StatusOr<blk::v1::Volume> parsed = blk::cli::ParseBackendUri(backend);
+  absl::StatusOr<blk::v1::Volume> parsed = blk::client::ParseBackendUri(backend);
   if (!parsed.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("backend '", class_backend, "': ", parsed.status().message()));

@@ -25,7 +25,7 @@ using ::csi::v1::CapacityRange;
 
 // Sizes are rounded to this: a multiple of both logical block sizes (512, 4096).
 constexpr int64_t kSizeUnit = 4096;
-// The agent's largest volume (agent/volume_validation.h).
+// The agent's largest volume (agent/volumes/volume_validation.h).
 constexpr int64_t kMaxCapacityBytes = int64_t{1} << 50;
 
 grpc::Status OutOfRange(const std::string& message) {
@@ -105,7 +105,7 @@ bool NoSuchVolume(const absl::Status& status) {
 }  // namespace
 
 ControllerService::ControllerService(std::string node_id, std::string topology_key,
-                                     blk::cli::VolumeClient& agent, ProvisionedVolumes volumes)
+                                     blk::client::VolumeClient& agent, ProvisionedVolumes volumes)
     : node_id_(std::move(node_id)),
       topology_key_(std::move(topology_key)),
       agent_(agent),

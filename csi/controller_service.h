@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
-#include "cli/volume_client.h"
+#include "client/volume_client.h"
 #include "csi/provisioned_volumes.h"
 #include "csi/v1/csi.grpc.pb.h"
 
@@ -30,7 +30,7 @@ inline constexpr int64_t kDefaultCapacityBytes = int64_t{1} << 30;  // 1 GiB
 // it. No attach (ControllerPublish).
 class ControllerService final : public ::csi::v1::Controller::Service {
  public:
-  ControllerService(std::string node_id, std::string topology_key, blk::cli::VolumeClient& agent,
+  ControllerService(std::string node_id, std::string topology_key, blk::client::VolumeClient& agent,
                     ProvisionedVolumes volumes);
 
   grpc::Status CreateVolume(grpc::ServerContext* context,
@@ -58,7 +58,7 @@ class ControllerService final : public ::csi::v1::Controller::Service {
 
   const std::string node_id_;
   const std::string topology_key_;
-  blk::cli::VolumeClient& agent_;
+  blk::client::VolumeClient& agent_;
   // Create and Delete one at a time: each reads a record and acts on it.
   absl::Mutex mu_;
   const ProvisionedVolumes volumes_;

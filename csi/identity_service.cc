@@ -9,7 +9,7 @@
 namespace blk::csi {
 
 IdentityService::IdentityService(std::string driver_name, bool serves_controller,
-                                 blk::cli::VolumeClient& agent)
+                                 blk::client::VolumeClient& agent)
     : driver_name_(std::move(driver_name)), serves_controller_(serves_controller), agent_(agent) {}
 
 grpc::Status IdentityService::GetPluginInfo(grpc::ServerContext*,

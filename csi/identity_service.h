@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "cli/volume_client.h"
+#include "client/volume_client.h"
 #include "csi/v1/csi.grpc.pb.h"
 
 namespace blk::csi {
@@ -12,7 +12,8 @@ namespace blk::csi {
 class IdentityService final : public ::csi::v1::Identity::Service {
  public:
   // `serves_controller`: the Controller service is served too (blk-csi --controller).
-  IdentityService(std::string driver_name, bool serves_controller, blk::cli::VolumeClient& agent);
+  IdentityService(std::string driver_name, bool serves_controller,
+                  blk::client::VolumeClient& agent);
 
   grpc::Status GetPluginInfo(grpc::ServerContext* context,
                              const ::csi::v1::GetPluginInfoRequest* request,
@@ -30,7 +31,7 @@ class IdentityService final : public ::csi::v1::Identity::Service {
  private:
   const std::string driver_name_;
   const bool serves_controller_;
-  blk::cli::VolumeClient& agent_;
+  blk::client::VolumeClient& agent_;
 };
 
 }  // namespace blk::csi

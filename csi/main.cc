@@ -17,9 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
-#include "cli/agent_address.h"
-#include "cli/app.h"
-#include "cli/volume_client.h"
+#include "client/agent_address.h"
+#include "client/volume_client.h"
 #include "common/termination_signals.h"
 #include "csi/controller_service.h"
 #include "csi/identity_service.h"
@@ -36,7 +35,7 @@ namespace {
 
 struct Options {
   std::string endpoint = "unix:///csi/csi.sock";
-  std::string agent_socket = blk::cli::kDefaultSocket;
+  std::string agent_socket = blk::client::kDefaultSocket;
   std::string node_id;
   std::string driver_name = "blk.csi.storage";
   int agent_timeout_seconds = 120;
@@ -73,10 +72,10 @@ int Serve(const Options& options, const sigset_t& signals) {
   }
 
   // Staging may run mkfs on a large device: give agent calls their own, long deadline.
-  blk::cli::AgentAddress agent_address = blk::cli::UnixAgentAddress(options.agent_socket);
+  blk::client::AgentAddress agent_address = blk::client::UnixAgentAddress(options.agent_socket);
   agent_address.how_to_choose = "blk-csi's --agent-socket chooses another socket";
-  blk::cli::VolumeClient agent(std::move(agent_address),
-                               absl::Seconds(options.agent_timeout_seconds));
+  blk::client::VolumeClient agent(std::move(agent_address),
+                                  absl::Seconds(options.agent_timeout_seconds));
   blk::csi::Mounter mounter;
   // The one topology segment, reported by NodeGetInfo and by every volume CreateVolume makes.
   const std::string topology_key = absl::StrCat(options.driver_name, "/node");

@@ -75,7 +75,7 @@ std::string LoopBackingFile(const std::string& name) {
 
 }  // namespace
 
-absl::Status DeleteAgentVolume(blk::cli::VolumeClient& agent, const std::string& volume_id) {
+absl::Status DeleteAgentVolume(blk::client::VolumeClient& agent, const std::string& volume_id) {
   blk::v1::DeleteVolumeRequest remove;
   remove.set_id(volume_id);
   absl::Status removed = agent.DeleteVolume(remove).status();
@@ -84,7 +84,7 @@ absl::Status DeleteAgentVolume(blk::cli::VolumeClient& agent, const std::string&
 }
 
 NodeService::NodeService(std::string node_id, std::string topology_key,
-                         blk::cli::VolumeClient& agent, const Mounter& mounter,
+                         blk::client::VolumeClient& agent, const Mounter& mounter,
                          const KubeletPaths& paths)
     : node_id_(std::move(node_id)),
       topology_key_(std::move(topology_key)),

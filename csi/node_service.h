@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "cli/volume_client.h"
+#include "client/volume_client.h"
 #include "csi/kubelet_paths.h"
 #include "csi/mounter.h"
 #include "csi/v1/csi.grpc.pb.h"
@@ -16,7 +16,7 @@ namespace blk::csi {
 // The agent's DeleteVolume (not forced: a device some process holds open stays, and the agent's
 // FAILED_PRECONDITION says so), with NOT_FOUND taken as done: CSI's deletes are idempotent, and
 // the volume may be gone already (deleted by another call since it was looked up).
-absl::Status DeleteAgentVolume(blk::cli::VolumeClient& agent, const std::string& volume_id);
+absl::Status DeleteAgentVolume(blk::client::VolumeClient& agent, const std::string& volume_id);
 
 // CSI Node: stage = the agent volume (created from the volume context) plus,
 // in filesystem mode, a file system mounted at the staging path; publish = a
@@ -29,7 +29,7 @@ absl::Status DeleteAgentVolume(blk::cli::VolumeClient& agent, const std::string&
 // and the kubelet may retry a call while the first one still runs.
 class NodeService final : public ::csi::v1::Node::Service {
  public:
-  NodeService(std::string node_id, std::string topology_key, blk::cli::VolumeClient& agent,
+  NodeService(std::string node_id, std::string topology_key, blk::client::VolumeClient& agent,
               const Mounter& mounter, const KubeletPaths& paths);
 
   grpc::Status NodeStageVolume(grpc::ServerContext* context,
@@ -84,7 +84,7 @@ class NodeService final : public ::csi::v1::Node::Service {
 
   const std::string node_id_;
   const std::string topology_key_;
-  blk::cli::VolumeClient& agent_;
+  blk::client::VolumeClient& agent_;
   const Mounter& mounter_;
   const KubeletPaths& paths_;
   // Held through every state-changing call (the mounts and the agent's volumes are the state).

@@ -6,8 +6,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "cli/backend_uri.h"
-#include "cli/size_parse.h"
+#include "client/backend_uri.h"
+#include "client/size_parse.h"
 
 namespace blk::csi {
 namespace {
@@ -33,7 +33,7 @@ absl::StatusOr<uint64_t> ParseContextSize(absl::string_view value) {
     with_b = absl::StrCat(text, "B");
     text = with_b;
   }
-  absl::StatusOr<uint64_t> size = blk::cli::ParseSize(text);
+  absl::StatusOr<uint64_t> size = blk::client::ParseSize(text);
   if (!size.ok()) return BadValue(kSizeKey, value, size.status().message());
   return size;
 }
@@ -48,7 +48,7 @@ absl::StatusOr<blk::v1::Volume> VolumeFromContext(
         absl::StrCat("volume context has no '", kBackendKey,
                      "' (a backend URI such as file:///var/lib/blk/a.img or nbd://host/export)"));
   }
-  absl::StatusOr<blk::v1::Volume> volume = blk::cli::ParseBackendUri(backend->second);
+  absl::StatusOr<blk::v1::Volume> volume = blk::client::ParseBackendUri(backend->second);
   if (!volume.ok()) return BadValue(kBackendKey, backend->second, volume.status().message());
   volume->set_id(std::string(volume_id));
 

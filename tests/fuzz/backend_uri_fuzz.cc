@@ -6,19 +6,19 @@
 #include <cstdlib>
 #include <string>
 
-#include "cli/backend_uri.h"
+#include "client/backend_uri.h"
 #include "google/protobuf/util/message_differencer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string uri(reinterpret_cast<const char*>(data), size);
-  absl::StatusOr<blk::v1::Volume> volume = blk::cli::ParseBackendUri(uri);
+  absl::StatusOr<blk::v1::Volume> volume = blk::client::ParseBackendUri(uri);
   if (!volume.ok()) {
     if (volume.status().message().empty()) abort();
     return 0;
   }
   if (volume->backend_case() == blk::v1::Volume::BACKEND_NOT_SET) abort();
-  const std::string printed = blk::cli::FormatBackendUri(*volume);
-  absl::StatusOr<blk::v1::Volume> again = blk::cli::ParseBackendUri(printed);
+  const std::string printed = blk::client::FormatBackendUri(*volume);
+  absl::StatusOr<blk::v1::Volume> again = blk::client::ParseBackendUri(printed);
   if (!again.ok() || !google::protobuf::util::MessageDifferencer::Equals(*again, *volume)) abort();
   return 0;
 }

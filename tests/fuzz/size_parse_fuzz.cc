@@ -10,13 +10,13 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "cli/size_parse.h"
+#include "client/size_parse.h"
 
 namespace {
 
 void CheckFormatRoundTrip(uint64_t bytes) {
-  const std::string text = blk::cli::FormatSize(bytes);
-  absl::StatusOr<uint64_t> again = blk::cli::ParseSize(text);
+  const std::string text = blk::client::FormatSize(bytes);
+  absl::StatusOr<uint64_t> again = blk::client::ParseSize(text);
   // FormatSize rounds down to one decimal when inexact; ParseSize refuses fractions.
   if (text.find('.') != std::string::npos) {
     if (again.ok()) abort();
@@ -34,15 +34,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     CheckFormatRoundTrip(bytes);
   }
   const std::string text(reinterpret_cast<const char*>(data), size);
-  absl::StatusOr<uint64_t> parsed = blk::cli::ParseSize(text);
+  absl::StatusOr<uint64_t> parsed = blk::client::ParseSize(text);
   if (!parsed.ok()) {
     if (parsed.status().message().empty()) abort();
     return 0;
   }
-  absl::StatusOr<uint64_t> plain = blk::cli::ParseSize(absl::StrCat(*parsed));
+  absl::StatusOr<uint64_t> plain = blk::client::ParseSize(absl::StrCat(*parsed));
   if (!plain.ok() || *plain != *parsed) abort();
-  absl::StatusOr<uint64_t> upper = blk::cli::ParseSize(absl::AsciiStrToUpper(text));
-  absl::StatusOr<uint64_t> lower = blk::cli::ParseSize(absl::AsciiStrToLower(text));
+  absl::StatusOr<uint64_t> upper = blk::client::ParseSize(absl::AsciiStrToUpper(text));
+  absl::StatusOr<uint64_t> lower = blk::client::ParseSize(absl::AsciiStrToLower(text));
   if (!upper.ok() || !lower.ok() || *upper != *parsed || *lower != *parsed) abort();
   // Only digits and a suffix are accepted: the number comes first and is all digits.
   if (!absl::ascii_isdigit(static_cast<unsigned char>(text[0]))) abort();

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "agent/volume_record.h"
+#include "agent/volumes/volume_record.h"
 #include "google/protobuf/util/message_differencer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

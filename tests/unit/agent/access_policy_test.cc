@@ -1,6 +1,6 @@
-#include "agent/access_policy.h"
+#include "agent/api/access_policy.h"
 
-#include "agent/caller_access.h"
+#include "agent/api/caller_access.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -1,4 +1,4 @@
-#include "agent/backing_conflict.h"
+#include "agent/volumes/backing_conflict.h"
 
 #include <filesystem>
 #include <fstream>

@@ -1,4 +1,4 @@
-#include "agent/busy_claim.h"
+#include "agent/volumes/busy_claim.h"
 
 #include <optional>
 

@@ -1,4 +1,4 @@
-#include "agent/call_queue.h"
+#include "agent/api/call_queue.h"
 
 #include <atomic>
 #include <chrono>

@@ -1,10 +1,10 @@
-#include "agent/completion_locality.h"
+#include "agent/metrics/completion_locality.h"
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 
-#include "agent/completion_locality_metrics.h"
+#include "agent/metrics/completion_locality_metrics.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/temp_dir.h"

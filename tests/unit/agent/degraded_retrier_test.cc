@@ -1,4 +1,4 @@
-#include "agent/degraded_retrier.h"
+#include "agent/volumes/degraded_retrier.h"
 
 #include <future>
 #include <string>

@@ -1,4 +1,4 @@
-#include "agent/metrics_collector.h"
+#include "agent/metrics/metrics_collector.h"
 
 #include <map>
 #include <mutex>

@@ -1,4 +1,4 @@
-#include "agent/nbd_export_size.h"
+#include "agent/volumes/nbd_export_size.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

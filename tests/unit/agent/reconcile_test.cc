@@ -1,4 +1,4 @@
-#include "agent/reconcile.h"
+#include "agent/devices/reconcile.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

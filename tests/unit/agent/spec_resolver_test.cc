@@ -1,11 +1,11 @@
-#include "agent/spec_resolver.h"
+#include "agent/volumes/spec_resolver.h"
 
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
-#include "agent/volume_validation.h"
+#include "agent/volumes/volume_validation.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/temp_dir.h"

@@ -1,4 +1,4 @@
-#include "agent/volume_registry.h"
+#include "agent/volumes/volume_registry.h"
 
 #include <filesystem>
 #include <fstream>

@@ -1,4 +1,4 @@
-#include "agent/volume_table.h"
+#include "agent/volumes/volume_table.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "agent/volume_validation.h"
+#include "agent/volumes/volume_validation.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "cli/agent_address.h"
-#include "cli/volume_client.h"
+#include "client/agent_address.h"
+#include "client/volume_client.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -31,7 +31,7 @@ constexpr char kTopologyKey[] = "blk.csi.storage/node";
 class ControllerServiceTest : public ::testing::Test {
  protected:
   ControllerServiceTest()
-      : agent_(blk::cli::UnixAgentAddress(fake_.socket_path()), absl::Seconds(5)),
+      : agent_(blk::client::UnixAgentAddress(fake_.socket_path()), absl::Seconds(5)),
         controller_("node-1", kTopologyKey, agent_, Records()) {
     EXPECT_TRUE(Records().Open().ok());
     EXPECT_EQ(::mkdir(pool().c_str(), 0700), 0);
@@ -91,7 +91,7 @@ class ControllerServiceTest : public ::testing::Test {
 
   blk::testing::TempDir state_;
   blk::cli::testing::FakeAgent fake_;
-  blk::cli::VolumeClient agent_;
+  blk::client::VolumeClient agent_;
   ControllerService controller_;
 };
 
@@ -364,8 +364,8 @@ TEST_F(ControllerServiceTest, TopologyMustIncludeThisNode) {
 }
 
 TEST_F(ControllerServiceTest, AnAgentThatDoesNotAnswerIsUnavailable) {
-  blk::cli::VolumeClient nobody(blk::cli::UnixAgentAddress(fake_.unused_socket_path()),
-                                absl::Seconds(5));
+  blk::client::VolumeClient nobody(blk::client::UnixAgentAddress(fake_.unused_socket_path()),
+                                   absl::Seconds(5));
   ControllerService controller("node-1", kTopologyKey, nobody, Records());
   ::csi::v1::CreateVolumeRequest request = CreateRequest();
   ::csi::v1::CreateVolumeResponse response;

@@ -3,8 +3,8 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "cli/agent_address.h"
-#include "cli/volume_client.h"
+#include "client/agent_address.h"
+#include "client/volume_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -14,8 +14,8 @@ namespace {
 using Service = ::csi::v1::PluginCapability::Service;
 
 std::vector<Service::Type> ServiceCapabilities(bool serves_controller) {
-  blk::cli::VolumeClient agent(blk::cli::UnixAgentAddress("/nonexistent/blkagent.sock"),
-                               absl::Seconds(5));
+  blk::client::VolumeClient agent(blk::client::UnixAgentAddress("/nonexistent/blkagent.sock"),
+                                  absl::Seconds(5));
   IdentityService identity("blk.csi.storage", serves_controller, agent);
   ::csi::v1::GetPluginCapabilitiesRequest request;
   ::csi::v1::GetPluginCapabilitiesResponse response;

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "cli/agent_address.h"
-#include "cli/volume_client.h"
+#include "client/agent_address.h"
+#include "client/volume_client.h"
 #include "csi/mounter.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -23,7 +23,7 @@ using ::testing::Not;
 class NodeServiceTest : public ::testing::Test {
  protected:
   NodeServiceTest()
-      : agent_(blk::cli::UnixAgentAddress("/nonexistent/blkagent.sock"), absl::Seconds(5)),
+      : agent_(blk::client::UnixAgentAddress("/nonexistent/blkagent.sock"), absl::Seconds(5)),
         node_("node-1", "blk.csi.storage/node", agent_, mounter_, paths_) {}
 
   static VolumeCapability MountCapability(const std::string& fs_type = "") {
@@ -66,7 +66,7 @@ class NodeServiceTest : public ::testing::Test {
     EXPECT_THAT(status.error_message(), HasSubstr(message));
   }
 
-  blk::cli::VolumeClient agent_;
+  blk::client::VolumeClient agent_;
   Mounter mounter_;
   const KubeletPaths paths_{"/var/lib/kubelet"};
   NodeService node_;
@@ -97,8 +97,8 @@ class NodeServiceStage : public ::testing::Test {
   }
 
   blk::cli::testing::FakeAgent agent_;
-  blk::cli::VolumeClient client_{blk::cli::UnixAgentAddress(agent_.socket_path()),
-                                 absl::Seconds(5)};
+  blk::client::VolumeClient client_{blk::client::UnixAgentAddress(agent_.socket_path()),
+                                    absl::Seconds(5)};
   Mounter mounter_;
   const KubeletPaths paths_{agent_.dir()};
   NodeService node_{"node-1", "blk.csi.storage/node", client_, mounter_, paths_};

@@ -1,0 +1,52 @@
+#include "agent/volumes/volume_entry.h"
+
+#include <utility>
+
+namespace blk::agent {
+
+v1::Volume SpecOf(const v1::Volume& volume) {
+  v1::Volume spec = volume;
+  spec.clear_status();
+  return spec;
+}
+
+void SetVolumeState(v1::Volume& volume, v1::VolumeState state, absl::string_view message) {
+  v1::VolumeStatus* status = volume.mutable_status();
+  status->set_state(state);
+  status->set_message(std::string(message));
+  if (state != v1::VOLUME_STATE_LIVE && state != v1::VOLUME_STATE_DELETING) {
+    status->clear_copy_mode();
+    status->clear_io_mode();
+    status->clear_device_path();
+    status->set_device_id(-1);
+  }
+}
+
+v1::Volume WithLiveCounters(const VolumeEntry& entry) {
+  v1::Volume volume = entry.volume;
+  if (!entry.device) return volume;
+  const BackendFaults faults = entry.device->backend_faults();
+  v1::VolumeStatus& status = *volume.mutable_status();
+  status.set_reconnects(faults.reconnects);
+  status.set_server_errors(faults.server_errors);
+  status.set_protocol_errors(faults.protocol_errors);
+  status.set_io_timeouts(faults.io_timeouts);
+  absl::StatusOr<uint32_t> rq_affinity = entry.device->RqAffinity();
+  if (rq_affinity.ok()) status.set_rq_affinity(*rq_affinity);
+  status.set_rq_affinity_redirected(entry.device->RqAffinityRedirected());
+  // The device stays (delete-volume removes it) but serves nothing: failed, not retried.
+  if (std::string lost = entry.device->backend_lost();
+      !lost.empty() && status.state() == v1::VOLUME_STATE_LIVE) {
+    status.set_state(v1::VOLUME_STATE_FAILED);
+    status.set_message(std::move(lost));
+  }
+  // The device stays and serves what the backing still holds; the rest fails until it is back.
+  if (std::string shortfall = entry.device->backing_shortfall(volume.size_bytes());
+      !shortfall.empty() && status.state() == v1::VOLUME_STATE_LIVE) {
+    status.set_state(v1::VOLUME_STATE_DEGRADED);
+    status.set_message(std::move(shortfall));
+  }
+  return volume;
+}
+
+}  // namespace blk::agent

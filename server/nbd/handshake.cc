@@ -29,19 +29,23 @@ absl::Status SocketError(const Address& address, absl::string_view what, int err
           .message());
 }
 
-void SetTimeouts(int fd, std::chrono::milliseconds timeout) {
+void SetTimeout(int fd, int option, std::chrono::milliseconds timeout) {
   timeval tv{};
   tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
   tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  ::setsockopt(fd, SOL_SOCKET, option, &tv, sizeof(tv));
 }
 
-// connect(2) and its errno (0 when connected). A thread with an io_uring (a queue thread
-// reconnecting) sees connect fail with EINTR whenever task work arrives (TIF_NOTIFY_SIGNAL), and
-// a socket with a send timeout is never restarted: the connection goes on in the kernel, so wait
-// for its outcome rather than give up or call connect again.
-int Connect(int fd, const sockaddr* addr, socklen_t length, std::chrono::milliseconds timeout) {
+void SetTimeouts(int fd, std::chrono::milliseconds timeout) {
+  SetTimeout(fd, SO_RCVTIMEO, timeout);
+  SetTimeout(fd, SO_SNDTIMEO, timeout);
+}
+
+// connect(2) on a TCP socket and its errno (0 when connected). A thread with an io_uring (a queue
+// thread reconnecting) sees connect fail with EINTR whenever task work arrives
+// (TIF_NOTIFY_SIGNAL), and a socket with a send timeout is never restarted: the connection goes on
+// in the kernel, so wait for its outcome rather than give up or call connect again.
+int ConnectTcp(int fd, const sockaddr* addr, socklen_t length, std::chrono::milliseconds timeout) {
   if (::connect(fd, addr, length) == 0) return 0;
   if (errno != EINTR) return errno;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -60,6 +64,25 @@ int Connect(int fd, const sockaddr* addr, socklen_t length, std::chrono::millise
   return err;
 }
 
+// connect(2) on a Unix socket and its errno. It connects at once or waits (up to SO_SNDTIMEO) for
+// room in the listener's backlog; an interrupted wait leaves nothing under way in the kernel (poll
+// would find the unconnected socket writable at once), so connect again, for the time left.
+int ConnectUnix(int fd, const sockaddr* addr, socklen_t length, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int err = 0;
+  while ((err = ::connect(fd, addr, length) == 0 ? 0 : errno) == EINTR) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {  // and a timeout of 0 would wait forever
+      err = ETIMEDOUT;
+      break;
+    }
+    SetTimeout(fd, SO_SNDTIMEO, left);
+  }
+  SetTimeout(fd, SO_SNDTIMEO, timeout);
+  return err;
+}
+
 absl::StatusOr<UniqueFd> Dial(const Address& address, std::chrono::milliseconds timeout) {
   if (address.is_unix()) {
     sockaddr_un sun{};
@@ -72,7 +95,8 @@ absl::StatusOr<UniqueFd> Dial(const Address& address, std::chrono::milliseconds 
     UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!fd.valid()) return SocketError(address, "socket", errno);
     SetTimeouts(fd.get(), timeout);
-    if (const int err = Connect(fd.get(), reinterpret_cast<sockaddr*>(&sun), sizeof(sun), timeout);
+    if (const int err =
+            ConnectUnix(fd.get(), reinterpret_cast<sockaddr*>(&sun), sizeof(sun), timeout);
         err != 0) {
       return SocketError(address, "connect", err);
     }
@@ -97,7 +121,7 @@ absl::StatusOr<UniqueFd> Dial(const Address& address, std::chrono::milliseconds 
       continue;
     }
     SetTimeouts(fd.get(), timeout);  // SO_SNDTIMEO bounds connect() too
-    last_errno = Connect(fd.get(), ai->ai_addr, ai->ai_addrlen, timeout);
+    last_errno = ConnectTcp(fd.get(), ai->ai_addr, ai->ai_addrlen, timeout);
     if (last_errno == 0) {
       const int one = 1;
       ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

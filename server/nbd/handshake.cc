@@ -229,6 +229,32 @@ std::string ReplyText(const std::vector<uint8_t>& payload) {
   return std::string(payload.begin(), payload.end());
 }
 
+// What an option's error reply means (the NBD protocol's NBD_REP_ERR_* values).
+std::string OptionErrorName(uint32_t type) {
+  switch (type & ~kRepFlagError) {
+    case 1:
+      return "NBD_REP_ERR_UNSUP: option not supported";
+    case 2:
+      return "NBD_REP_ERR_POLICY: forbidden by the server's policy";
+    case 3:
+      return "NBD_REP_ERR_INVALID: invalid request";
+    case 4:
+      return "NBD_REP_ERR_PLATFORM: not supported on the server's platform";
+    case 5:
+      return "NBD_REP_ERR_TLS_REQD: the server requires TLS";
+    case 6:
+      return "NBD_REP_ERR_UNKNOWN: no such export";
+    case 7:
+      return "NBD_REP_ERR_SHUTDOWN: the server is shutting down";
+    case 8:
+      return "NBD_REP_ERR_BLOCK_SIZE_REQD: the server requires block size negotiation";
+    case 9:
+      return "NBD_REP_ERR_TOO_BIG: request or reply too large";
+    default:
+      return absl::StrCat("NBD error ", type & ~kRepFlagError);
+  }
+}
+
 // A server on its way down answers options with NBD_REP_ERR_SHUTDOWN: unavailable, so worth
 // another try (a restarted one will serve), unlike a refusal of the export.
 absl::Status ShuttingDown(const Address& address, const std::vector<uint8_t>& payload) {
@@ -299,9 +325,10 @@ absl::StatusOr<bool> Go(Wire& wire, const Address& address, ExportInfo* info) {
     if (header.type == kRepErrUnsup) return false;
     if (header.type == kRepErrShutdown) return ShuttingDown(address, payload);
     if (header.type & kRepFlagError) {
+      const std::string text = ReplyText(payload);
       return absl::NotFoundError(
           absl::StrCat("NBD server ", address.ToString(), " refused export \"", address.export_name,
-                       "\" (error ", header.type & ~kRepFlagError, "): ", ReplyText(payload)));
+                       "\" (", OptionErrorName(header.type), ")", text.empty() ? "" : ": ", text));
     }
     // Other reply types to GO are to be ignored.
   }

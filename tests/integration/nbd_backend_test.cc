@@ -358,6 +358,8 @@ TEST_F(NbdBackendTest, UnknownExportIsRefusedWithTheServerMessage) {
   absl::Status status = Open(kit_->uri("bad"));
   EXPECT_FALSE(status.ok());
   EXPECT_NE(status.message().find("bad"), absl::string_view::npos) << status;
+  EXPECT_NE(status.message().find("NBD_REP_ERR_UNKNOWN: no such export"), absl::string_view::npos)
+      << status;
   EXPECT_TRUE(Open(kit_->uri("good")).ok());
 }
 

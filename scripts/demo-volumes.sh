@@ -12,8 +12,10 @@ step() { printf '\n== %s\n' "$*"; }
 
 cleanup() {
   if [[ -n "$agent_pid" ]] && kill -0 "$agent_pid" 2>/dev/null; then
-    blkctl delete-volume demo-file --force >/dev/null 2>&1 || true
-    blkctl delete-volume demo-null --force >/dev/null 2>&1 || true
+    # Those the demo did not get to are no error; any other failure is shown.
+    for volume in demo-file demo-null; do
+      blkctl delete-volume "$volume" --force --if-exists >/dev/null || echo "demo: $volume not deleted"
+    done
     kill -TERM "$agent_pid" && wait "$agent_pid" || true
   fi
   rm -rf "$work"

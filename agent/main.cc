@@ -29,6 +29,7 @@
 #include "agent/metrics/metrics_collector.h"
 #include "agent/service_notifier.h"
 #include "agent/version.h"
+#include "agent/volumes/file_dirs.h"
 #include "agent/volumes/state_dir_lock.h"
 #include "agent/volumes/volume_table.h"
 #include "common/termination_signals.h"
@@ -58,6 +59,7 @@ struct Options {
   std::string metrics_address = "127.0.0.1:9477";
   std::string bpf_locality = "on";
   std::vector<std::string> watch_block_devices;
+  std::vector<std::string> file_dirs;  // empty: file:// volumes may name any path
   std::string zero_copy = "auto";
   std::string batch_io = "auto";
   std::string admin_group;   // empty: only root may change volumes
@@ -330,6 +332,11 @@ void AddFlags(CLI::App& app, Options& options) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "off"}));
   AddAccessFlags(app, options);
+  app.add_option("--file-dirs", options.file_dirs,
+                 "directories file:// volumes must lie in (DIR,...), block devices included "
+                 "(list /dev to admit them); a path is compared by its real path (symlinks and .. "
+                 "resolved), and one outside is refused INVALID_ARGUMENT; unset: any path")
+      ->delimiter(',');
   app.add_option("--rq-affinity-feature-bit", options.rq_affinity_feature_bit,
                  "the UBLK_F_* bit (0..63) of the proposed UBLK_F_SUPPORT_RQ_AFFINITY, which no "
                  "released kernel has: new devices ask for it where the kernel advertises it, so "
@@ -438,6 +445,15 @@ int Run(const Options& options, const sigset_t& signals) {
     spdlog::critical("{}", std::string(groups.status().message()));
     return 1;
   }
+  absl::StatusOr<blk::agent::FileDirs> file_dirs =
+      blk::agent::FileDirs::Parse(options.file_dirs, "--file-dirs");
+  if (!file_dirs.ok()) {
+    spdlog::critical("{}", std::string(file_dirs.status().message()));
+    return 1;
+  }
+  if (!file_dirs->confined()) {
+    spdlog::warn("file:// volumes may name any path the agent can open: give --file-dirs");
+  }
   absl::StatusOr<blk::agent::StateDirLock> lock =
       blk::agent::StateDirLock::Acquire(options.state_dir);
   if (!lock.ok()) {
@@ -460,9 +476,9 @@ int Run(const Options& options, const sigset_t& signals) {
                                           /*zero_copy=*/options.zero_copy == "auto",
                                           RqAffinityFlag(options), nbd_connect_timeout,
                                           /*batch_io=*/options.batch_io == "auto");
-  blk::agent::VolumeTable volumes(std::move(*registry), provisioner,
-                                  blk::agent::RealNbdSizeProbe(nbd_connect_timeout),
-                                  blk::agent::RealNvmeNamespaceProbe(), options.limits);
+  blk::agent::VolumeTable volumes(
+      std::move(*registry), provisioner, blk::agent::RealNbdSizeProbe(nbd_connect_timeout),
+      blk::agent::RealNvmeNamespaceProbe(), options.limits, std::move(*file_dirs));
   // The devices a previous agent left hold their I/O until recovered: reconcile at once, while
   // the rest starts. Every path below waits for it before it touches the devices.
   std::future<void> restored =

@@ -72,11 +72,13 @@ absl::Status ApplyRqAffinity(const v1::Volume& spec, VolumeDevice& device, bool 
 }  // namespace
 
 VolumeTable::VolumeTable(VolumeRegistry registry, DeviceProvisioner& provisioner,
-                         NbdSizeProbe probe, NvmeNamespaceProbe nvme_probe, VolumeLimits limits)
+                         NbdSizeProbe probe, NvmeNamespaceProbe nvme_probe, VolumeLimits limits,
+                         FileDirs file_dirs)
     : registry_(std::move(registry)),
       provisioner_(provisioner),
       resolver_(std::move(probe), std::move(nvme_probe)),
       limits_(limits),
+      file_dirs_(std::move(file_dirs)),
       reconciler_(provisioner),
       retrier_([this](const std::string& id) { return RetryDegraded(id); }) {}
 
@@ -125,6 +127,11 @@ std::vector<int> VolumeTable::UnknownKernelDevices() const {
   return UnknownDevices(provisioner_.KernelDeviceIds(), ours);
 }
 
+absl::Status VolumeTable::AdmitBacking(const v1::Volume& spec) const {
+  if (!spec.has_file()) return absl::OkStatus();
+  return file_dirs_.Admit(spec.file().path());
+}
+
 std::set<int> VolumeTable::ClaimedIdsLocked() const {
   std::set<int> claimed;
   for (const auto& [id, entry] : entries_) {
@@ -152,8 +159,15 @@ absl::StatusOr<int> VolumeTable::ChooseFreeDeviceId(const v1::Volume& spec, int 
 
 absl::StatusOr<v1::Volume> VolumeTable::BringUp(const v1::Volume& spec, int device_id, bool degrade,
                                                 bool fresh, BusyClaim& claim) {
-  absl::StatusOr<std::unique_ptr<VolumeDevice>> device = reconciler_.BringUp(
-      spec, device_id, fresh, [&](int taken_id) { return ChooseFreeDeviceId(spec, taken_id); });
+  // Checked again here, not only at create: the directories may have changed since (a restart
+  // with another --file-dirs), and a volume they no longer admit is not served.
+  absl::StatusOr<std::unique_ptr<VolumeDevice>> device;
+  if (absl::Status admitted = AdmitBacking(spec); !admitted.ok()) {
+    device = admitted;
+  } else {
+    device = reconciler_.BringUp(spec, device_id, fresh,
+                                 [&](int taken_id) { return ChooseFreeDeviceId(spec, taken_id); });
+  }
   if (device.ok() && (*device)->id() != device_id) {
     // The device came up under another id than its record names. The next agent would take it
     // for another program's and leave it alone (and re-create the volume under the recorded
@@ -247,6 +261,7 @@ void VolumeTable::StartRetrying(std::chrono::milliseconds initial_backoff,
 absl::StatusOr<v1::Volume> VolumeTable::Create(const v1::Volume& requested, bool size_is_minimum) {
   v1::Volume spec = NormalizeVolumeSpec(requested);
   if (absl::Status valid = ValidateVolumeSpec(spec); !valid.ok()) return valid;
+  if (absl::Status admitted = AdmitBacking(spec); !admitted.ok()) return admitted;
   std::optional<v1::Volume> existing;
   {
     absl::MutexLock lock(&mutex_);

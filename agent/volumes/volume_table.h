@@ -16,6 +16,7 @@
 #include "agent/devices/volume_device.h"
 #include "agent/volumes/busy_claim.h"
 #include "agent/volumes/degraded_retrier.h"
+#include "agent/volumes/file_dirs.h"
 #include "agent/volumes/spec_resolver.h"
 #include "agent/volumes/volume_entry.h"
 #include "agent/volumes/volume_limits.h"
@@ -37,10 +38,13 @@ class VolumeTable {
  public:
   // `probe` learns the size of an NBD export for a volume created without one; `nvme_probe`
   // identifies the namespace of an nvme volume. A create of a new volume beyond `limits` is
-  // refused; Restore takes back every persisted volume whatever the limits.
+  // refused; Restore takes back every persisted volume whatever the limits. A file volume whose
+  // path `file_dirs` does not admit is refused at create (nothing is created) and, restored or
+  // retried after the directories changed, stays DEGRADED saying why rather than being served.
   VolumeTable(VolumeRegistry registry, DeviceProvisioner& provisioner,
               NbdSizeProbe probe = RealNbdSizeProbe(),
-              NvmeNamespaceProbe nvme_probe = RealNvmeNamespaceProbe(), VolumeLimits limits = {});
+              NvmeNamespaceProbe nvme_probe = RealNvmeNamespaceProbe(), VolumeLimits limits = {},
+              FileDirs file_dirs = {});
   ~VolumeTable();  // ends the retry thread; devices are left as they are
   VolumeTable(const VolumeTable&) = delete;
   VolumeTable& operator=(const VolumeTable&) = delete;
@@ -114,6 +118,8 @@ class VolumeTable {
   ClaimedDevices ClaimAllDevices(std::list<BusyClaim>& claims) ABSL_LOCKS_EXCLUDED(mutex_);
   void ReleaseAll(std::list<BusyClaim>& claims, const ClaimedDevices& devices,
                   absl::string_view message) ABSL_LOCKS_EXCLUDED(mutex_);
+  // OK unless `spec` is a file volume whose path file_dirs_ does not admit.
+  absl::Status AdmitBacking(const v1::Volume& spec) const;
   std::set<int> ClaimedIdsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   bool NoneBusyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
@@ -121,6 +127,7 @@ class VolumeTable {
   DeviceProvisioner& provisioner_;
   const SpecResolver resolver_;
   const VolumeLimits limits_;
+  const FileDirs file_dirs_;
   DeviceReconciler reconciler_;
   mutable absl::Mutex mutex_;
   VolumeEntries entries_ ABSL_GUARDED_BY(mutex_);

@@ -3,8 +3,9 @@
 # certificate from the agent's client CA is served; no certificate, one from another CA, and
 # plaintext are refused. On the Unix socket (as root, with setpriv for other users): root and the
 # admin group may call everything, the reader group only the read-only RPCs, anyone else nothing,
-# each refusal PERMISSION_DENIED naming the uid and the RPC, and logged. Bad flag combinations and
-# unknown groups stop the agent at start with a clear error.
+# each refusal PERMISSION_DENIED naming the uid and the RPC, and logged. With --file-dirs a file://
+# volume outside them (by its real path) is refused and nothing is created. Bad flag combinations
+# and unknown groups stop the agent at start with a clear error.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/host_test_lib.sh"
 bin="$1"
@@ -62,6 +63,8 @@ refused_at_start "unknown admin group" "no group named 'no-such-group-blk'" \
   --admin-group no-such-group-blk
 refused_at_start "unknown reader group" "--reader-group: no group named 'nobody-here-blk'" \
   --reader-group nobody-here-blk
+refused_at_start "a relative --file-dirs" "--file-dirs: 'images' is not an absolute directory" \
+  --file-dirs /var/lib/images,images
 
 # --- one agent: the socket with an admin and a reader group (numeric gids), and TCP
 admins=60010
@@ -151,6 +154,31 @@ mode="$(stat -c '%a %g' "$socket2")"
 chmod 0666 "$socket2"  # even when a user gets through the file system, the agent refuses
 expect "no groups: group root is not root" 1 "PERMISSION_DENIED: uid 60400" \
   as 60400 0 0 "$bin/blkctl" --socket "$socket2" list-volumes
+
+# --- --file-dirs: a file:// volume outside them is refused and nothing is created
+mkdir -p "$work/images" "$work/outside"
+ln -s "$work/outside" "$work/images/door"
+socket3="$work/run3/agent.sock"
+agent "$work/state3" --socket "$socket3" --file-dirs "$work/images" >"$work/agent3.log" 2>&1 &
+started+=($!)
+wait_for 30 test -S "$socket3" || { cat "$work/agent3.log"; fail "third agent starts"; exit 1; }
+blk3=("$bin/blkctl" --socket "$socket3" --timeout 20s)
+expect "file dirs: a path outside is INVALID_ARGUMENT naming it and the dirs" 1 \
+  "'$work/outside/v.img' is outside the agent's file directories (--file-dirs: $work/images)" \
+  "${blk3[@]}" create-volume v1 --size 1M --backend "file://$work/outside/v.img"
+expect "file dirs: .. that leaves them is refused" 1 "is outside the agent's file directories" \
+  "${blk3[@]}" create-volume v1 --size 1M --backend "file://$work/images/../outside/v.img"
+expect "file dirs: a symlink that leads out is refused by its real path" 1 \
+  "(really '$work/outside/v.img')" \
+  "${blk3[@]}" create-volume v1 --size 1M --backend "file://$work/images/door/v.img"
+[[ ! -e "$work/outside/v.img" ]] && pass "file dirs: nothing was created outside" ||
+  fail "file dirs: $work/outside/v.img was created"
+expect "file dirs: nothing was recorded" 0 "" "${blk3[@]}" list-volumes
+[[ -z "$(ls "$work/state3/volumes" 2>/dev/null)" ]] && pass "file dirs: no record" ||
+  fail "file dirs: records: $(ls "$work/state3/volumes")"
+out="$("${blk3[@]}" create-volume v2 --size 1M --backend "file://$work/images/v2.img" 2>&1)" || true
+[[ "$out" != *"outside the agent's file directories"* ]] && pass "file dirs: a path inside passes" ||
+  fail "file dirs: a path inside was refused: $out"
 
 if ((failures)); then echo "$failures failure(s)"; exit 1; fi
 echo "all passed"

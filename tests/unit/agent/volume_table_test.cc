@@ -210,7 +210,7 @@ class VolumeTableTest : public ::testing::Test {
             probed_namespaces_.push_back(path);
             return namespace_;
           },
-          limits_);
+          limits_, file_dirs_);
     }
     return *table_;
   }
@@ -256,6 +256,7 @@ class VolumeTableTest : public ::testing::Test {
   testing::TempDir dir_;
   FakeProvisioner provisioner_;
   VolumeLimits limits_;
+  FileDirs file_dirs_;
   absl::StatusOr<server::NvmeNamespaceInfo> namespace_ =
       server::NvmeNamespaceInfo{uint64_t{1} << 30, 4096, true};
   std::vector<std::string> probed_namespaces_;
@@ -488,6 +489,38 @@ TEST_F(VolumeTableTest, TwoFileVolumesCannotShareAPath) {
   b.set_id("b");
   ASSERT_TRUE(Table().Create(a).ok());
   EXPECT_EQ(Table().Create(b).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(VolumeTableTest, AFileVolumeOutsideTheFileDirsIsRefusedAndNothingIsRecorded) {
+  std::filesystem::create_directory(dir_.path() + "/images");
+  file_dirs_ = *FileDirs::Parse({dir_.path() + "/images"}, "--file-dirs");
+  v1::Volume outside = NullVolume("a");
+  outside.mutable_file()->set_path(dir_.path() + "/elsewhere");
+  const absl::StatusOr<v1::Volume> refused = Table().Create(outside);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr(dir_.path() + "/elsewhere"));
+  EXPECT_EQ(provisioner_.calls, 0);
+  EXPECT_THAT(Table().List(), SizeIs(0));
+  EXPECT_THAT(Registry().LoadAll().records, SizeIs(0));
+
+  v1::Volume inside = NullVolume("b");
+  inside.mutable_file()->set_path(dir_.path() + "/images/b.img");
+  EXPECT_TRUE(Table().Create(inside).ok());
+}
+
+TEST_F(VolumeTableTest, ARestoredFileVolumeTheFileDirsNoLongerAdmitStaysDegradedSayingWhy) {
+  std::filesystem::create_directory(dir_.path() + "/images");
+  v1::Volume volume = NullVolume("a");
+  volume.mutable_file()->set_path(dir_.path() + "/images/a.img");
+  ASSERT_TRUE(Table().Create(volume).ok());
+  file_dirs_ = *FileDirs::Parse({dir_.path() + "/other"}, "--file-dirs");
+  const int calls = provisioner_.calls;
+  KillAndRestart();
+  const absl::StatusOr<v1::Volume> restored = Table().Get("a");
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(restored->status().state(), v1::VOLUME_STATE_DEGRADED);
+  EXPECT_THAT(restored->status().message(), HasSubstr("outside the agent's file directories"));
+  EXPECT_EQ(provisioner_.calls, calls);
 }
 
 TEST_F(VolumeTableTest, AnNvmeVolumeTakesTheNamespacesBlockSizeAndTheRestOfItsSize) {

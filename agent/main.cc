@@ -68,6 +68,9 @@ struct Options {
   std::string tls_cert;
   std::string tls_key;
   std::string tls_client_ca;
+  std::vector<std::string> tls_admin_names;   // certificate names that may call every RPC
+  std::vector<std::string> tls_reader_names;  // ... only the read-only RPCs
+  bool tls_any_client_admin = false;          // every verified client may call every RPC
   // UBLK_F_* bit of the proposed SUPPORT_RQ_AFFINITY; unset: never asked for.
   std::optional<int> rq_affinity_feature_bit;
 };
@@ -246,18 +249,47 @@ void AddAccessFlags(CLI::App& app, Options& options) {
                  "stats, node info); the socket is then 0666 and the agent checks every caller");
   CLI::Option* tcp =
       app.add_option("--listen-tcp", options.listen_tcp,
-                     "HOST:PORT to serve on over TCP as well, with mutual TLS only: every client "
-                     "whose certificate --tls-client-ca verifies may call every RPC");
+                     "HOST:PORT to serve on over TCP as well, with mutual TLS only: a client "
+                     "whose certificate --tls-client-ca verifies may call what its names allow "
+                     "(--tls-admin-names, --tls-reader-names)");
   CLI::Option* cert =
       app.add_option("--tls-cert", options.tls_cert, "PEM certificate (chain) of the TCP listener");
   CLI::Option* key = app.add_option("--tls-key", options.tls_key, "PEM key of --tls-cert");
   CLI::Option* client_ca = app.add_option("--tls-client-ca", options.tls_client_ca,
                                           "PEM CA certificates that client certificates must "
                                           "chain to");
+  CLI::Option* admins =
+      app.add_option("--tls-admin-names", options.tls_admin_names,
+                     "NAME,...: TLS clients whose certificate names one of these may call every "
+                     "RPC; a certificate is known by its DNS subjectAltNames, or by its common "
+                     "name when it has no subjectAltName (RFC 6125)")
+          ->delimiter(',');
+  CLI::Option* readers =
+      app.add_option("--tls-reader-names", options.tls_reader_names,
+                     "NAME,...: TLS clients whose certificate names one of these may call only "
+                     "the read-only RPCs (as --reader-group)")
+          ->delimiter(',');
+  CLI::Option* any = app.add_flag("--tls-any-client-admin", options.tls_any_client_admin,
+                                  "every TLS client --tls-client-ca verifies may call every RPC, "
+                                  "whatever its names (without it, or a names list, "
+                                  "--listen-tcp refuses to start)");
   tcp->needs(cert)->needs(key)->needs(client_ca);
-  cert->needs(tcp);
-  key->needs(tcp);
-  client_ca->needs(tcp);
+  for (CLI::Option* option : {cert, key, client_ca, admins, readers, any}) option->needs(tcp);
+  any->excludes(admins)->excludes(readers);
+}
+
+// With --listen-tcp, who may call over TCP must be said: a certificate the CA verifies is not by
+// itself enough to change volumes.
+bool TcpClientsNamed(const Options& options) {
+  if (options.listen_tcp.empty() || options.tls_any_client_admin ||
+      !options.tls_admin_names.empty() || !options.tls_reader_names.empty()) {
+    return true;
+  }
+  spdlog::critical(
+      "--listen-tcp: say which TLS clients may call: --tls-admin-names and/or --tls-reader-names "
+      "(names of their certificates), or --tls-any-client-admin to let every client "
+      "--tls-client-ca verifies call every RPC");
+  return false;
 }
 
 void AddFlags(CLI::App& app, Options& options) {
@@ -385,7 +417,10 @@ bool ServeUntilSignal(const Options& options, const AccessGroups& groups, const 
                       const std::future<void>& restored) {
   // Outlives the server: its workers answer every call the server still waits for.
   blk::agent::CallQueue calls(options.grpc_threads, options.max_waiting_calls);
-  blk::agent::CallerAccess access(blk::agent::AccessPolicy(groups.admin, groups.reader));
+  blk::agent::CallerAccess access(
+      blk::agent::AccessPolicy(groups.admin, groups.reader),
+      blk::agent::TlsClientPolicy(options.tls_admin_names, options.tls_reader_names,
+                                  options.tls_any_client_admin));
   blk::agent::VolumeService service(volumes, bpf_locality, calls, access);
   std::optional<Endpoints> endpoints = StartGrpc(options, groups, service, access);
   if (!endpoints) {
@@ -440,6 +475,7 @@ uint64_t RqAffinityFlag(const Options& options) {
 }
 
 int Run(const Options& options, const sigset_t& signals) {
+  if (!TcpClientsNamed(options)) return 1;
   absl::StatusOr<AccessGroups> groups = ResolveAccessGroups(options);
   if (!groups.ok()) {
     spdlog::critical("{}", std::string(groups.status().message()));
@@ -517,5 +553,8 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(options.log_level));
   const sigset_t signals = blk::BlockTerminationSignals();
+  // SIGHUP, which daemons take as "reload", must not end the agent: the TLS files reload by
+  // themselves (kCertificateRefreshSeconds), and nothing else is read from files after start.
+  ::signal(SIGHUP, SIG_IGN);
   return Run(options, signals);
 }

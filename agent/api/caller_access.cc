@@ -24,13 +24,6 @@ std::optional<int> PeerFd(absl::string_view peer) {
   return fd;
 }
 
-std::string CertificateName(const grpc::AuthContext& auth) {
-  for (const grpc::string_ref& name : auth.FindPropertyValues("x509_common_name")) {
-    return std::string(name.data(), name.size());
-  }
-  return "(no common name)";
-}
-
 }  // namespace
 
 absl::Status Permit(const Caller& caller, absl::string_view method, Access access) {
@@ -40,10 +33,16 @@ absl::Status Permit(const Caller& caller, absl::string_view method, Access acces
     case Role::kReader:
       if (access == Access::kRead) return absl::OkStatus();
       return absl::PermissionDeniedError(
-          absl::StrCat(caller.who, " may not call ", method,
-                       ": it is in the reader group, which may only call read-only RPCs"));
+          absl::StrCat(caller.who, " may not call ", method, ": it is ",
+                       caller.tls ? "on --tls-reader-names" : "in the reader group",
+                       ", which may only call read-only RPCs"));
     case Role::kNone:
       break;
+  }
+  if (caller.tls) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(caller.who, " may not call ", method,
+                     ": its certificate names no one on --tls-admin-names or --tls-reader-names"));
   }
   return absl::PermissionDeniedError(
       absl::StrCat(caller.who, " may not call ", method,
@@ -68,8 +67,10 @@ Caller CallerAccess::Identify(const grpc::ServerContextBase& context) const {
   }
   const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   if (auth && auth->IsPeerAuthenticated()) {
-    return Caller{.who = absl::StrCat("TLS client '", CertificateName(*auth), "' at ", peer),
-                  .role = Role::kAdmin};
+    const CertificateNames names = NamesOf(*auth);
+    return Caller{.who = absl::StrCat("TLS client ", Describe(names), " at ", peer),
+                  .role = tls_.RoleOf(names),
+                  .tls = true};
   }
   return Caller{.who = absl::StrCat("unauthenticated peer ", peer), .role = Role::kNone};
 }

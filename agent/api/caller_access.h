@@ -8,6 +8,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/api/access_policy.h"
+#include "agent/api/tls_client_names.h"
 #include "grpcpp/server_context.h"
 
 namespace blk::agent {
@@ -17,8 +18,9 @@ enum class Access { kRead, kWrite };
 
 // Who made a call and what they may do.
 struct Caller {
-  std::string who;  // for messages and the log: "uid 1000 (pid 42)", "TLS client 'ops'"
+  std::string who;  // for messages and the log: "uid 1000 (pid 42)", "TLS client DNS:ops at ..."
   Role role = Role::kNone;
+  bool tls = false;  // its role comes from its certificate's names, not its groups
 };
 
 // OK when `caller` may call `method`; PERMISSION_DENIED naming the caller and the method when not.
@@ -28,10 +30,12 @@ absl::Status Permit(const Caller& caller, absl::string_view method, Access acces
 // (UnixListener), which records each one's kernel credentials by its fd before handing the fd to
 // gRPC, whose peer string for it is "fd:N". The fd stays open while a call on it is alive, so the
 // entry read for a call is its own connection's even though fd numbers are reused. TCP
-// connections are all mutual TLS: a client whose certificate the handshake verified is admin.
+// connections are all mutual TLS: `tls` decides a verified client's role by its certificate's
+// names.
 class CallerAccess {
  public:
-  explicit CallerAccess(AccessPolicy policy) : policy_(policy) {}
+  explicit CallerAccess(AccessPolicy policy, TlsClientPolicy tls = {})
+      : policy_(policy), tls_(std::move(tls)) {}
 
   // The connection on `fd` comes from `peer`; replaces what a closed connection left there.
   void Remember(int fd, const PeerCredentials& peer);
@@ -44,6 +48,7 @@ class CallerAccess {
   Caller Identify(const grpc::ServerContextBase& context) const;
 
   const AccessPolicy policy_;
+  const TlsClientPolicy tls_;
   mutable absl::Mutex mutex_;
   std::unordered_map<int, Caller> by_fd_ ABSL_GUARDED_BY(mutex_);
 };

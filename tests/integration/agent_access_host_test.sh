@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Who may call the agent, on a host without ublk. Over TCP (mutual TLS only): a client with a
-# certificate from the agent's client CA is served; no certificate, one from another CA, and
-# plaintext are refused. On the Unix socket (as root, with setpriv for other users): root and the
+# certificate from the agent's client CA is served as its names allow (DNS SANs, else the CN, on
+# --tls-admin-names or --tls-reader-names), one on neither list refused naming its subject; no
+# certificate, one from another CA, and plaintext are refused. On the Unix socket (as root, with setpriv for other users): root and the
 # admin group may call everything, the reader group only the read-only RPCs, anyone else nothing,
 # each refusal PERMISSION_DENIED naming the uid and the RPC, and logged. With --file-dirs a file://
 # volume outside them (by its real path) is refused and nothing is created. Bad flag combinations
@@ -50,6 +51,14 @@ make_ca other-ca
 make_cert agent good-ca "subjectAltName=IP:127.0.0.1,DNS:localhost"
 make_cert operator good-ca "extendedKeyUsage=clientAuth"
 make_cert intruder other-ca "extendedKeyUsage=clientAuth"
+make_cert stranger good-ca "extendedKeyUsage=clientAuth"
+# CN=operator like the admin, but a subjectAltName: known only by its DNS name (RFC 6125).
+openssl req -newkey rsa:2048 -nodes -subj "/CN=operator" -keyout "$certs/auditor.key" \
+  -out "$certs/auditor.csr" 2>/dev/null
+printf '%s\n' "extendedKeyUsage=clientAuth" "subjectAltName=DNS:auditor.example,URI:spiffe://x/y" \
+  >"$certs/auditor.ext"
+openssl x509 -req -in "$certs/auditor.csr" -CA "$certs/good-ca.pem" -CAkey "$certs/good-ca.key" \
+  -CAcreateserial -days 2 -extfile "$certs/auditor.ext" -out "$certs/auditor.pem" 2>/dev/null
 tls=(--tls-cert "$certs/agent.pem" --tls-key "$certs/agent.key" --tls-client-ca "$certs/good-ca.pem")
 
 # --- bad flags and groups stop the agent at start
@@ -57,7 +66,11 @@ refused_at_start "--listen-tcp without TLS files" "--tls-cert" --listen-tcp 127.
 refused_at_start "--listen-tcp without --tls-client-ca" "--tls-client-ca" --listen-tcp 127.0.0.1:0 \
   --tls-cert "$certs/agent.pem" --tls-key "$certs/agent.key"
 refused_at_start "TLS files without --listen-tcp" "--listen-tcp" "${tls[@]}"
+refused_at_start "--listen-tcp without naming its clients" "say which TLS clients may call" \
+  --listen-tcp 127.0.0.1:0 "${tls[@]}"
+refused_at_start "--tls-admin-names without --listen-tcp" "--listen-tcp" --tls-admin-names ops
 refused_at_start "unreadable certificate" "cannot read $work/missing.pem" --listen-tcp 127.0.0.1:0 \
+  --tls-any-client-admin \
   --tls-cert "$work/missing.pem" --tls-key "$certs/agent.key" --tls-client-ca "$certs/good-ca.pem"
 refused_at_start "unknown admin group" "no group named 'no-such-group-blk'" \
   --admin-group no-such-group-blk
@@ -71,7 +84,8 @@ admins=60010
 readers=60011
 socket="$work/run/agent.sock"
 agent "$work/state" --socket "$socket" --admin-group "$admins" --reader-group "$readers" \
-  --listen-tcp 127.0.0.1:0 "${tls[@]}" >"$work/agent.log" 2>&1 &
+  --listen-tcp 127.0.0.1:0 "${tls[@]}" --tls-admin-names other.example,OPERATOR \
+  --tls-reader-names auditor.example >"$work/agent.log" 2>&1 &
 started+=($!)
 port_known() { grep -q 'with mutual TLS (port [0-9]*)' "$work/agent.log"; }
 if ! wait_for 30 test -S "$socket" || ! wait_for 30 port_known; then
@@ -97,12 +111,24 @@ expect() {
 }
 
 # --- TCP
+create=(create-volume Bad_Id --size 1M --backend null://)  # refused by the table if permitted
 expect "TCP: a client certificate of the client CA lists volumes" 0 "" \
   "$bin/blkctl" "${tcp[@]}" --tls-cert "$certs/operator.pem" --tls-key "$certs/operator.key" \
   list-volumes
 expect "TCP: ... and may create (reaches the table: no PERMISSION_DENIED)" 1 "INVALID_ARGUMENT" \
   "$bin/blkctl" "${tcp[@]}" --tls-cert "$certs/operator.pem" --tls-key "$certs/operator.key" \
   create-volume Bad_Id --size 1M --backend null://
+expect "TCP: a reader name (DNS SAN) lists" 0 "" \
+  "$bin/blkctl" "${tcp[@]}" --tls-cert "$certs/auditor.pem" --tls-key "$certs/auditor.key" \
+  list-volumes
+expect "TCP: ... may not create, though its CN is an admin name (SANs decide)" 1 \
+  "PERMISSION_DENIED: TLS client DNS:auditor.example at" \
+  "$bin/blkctl" "${tcp[@]}" --tls-cert "$certs/auditor.pem" --tls-key "$certs/auditor.key" \
+  "${create[@]}"
+expect "TCP: a verified certificate on neither list is refused, naming its subject" 1 \
+  "PERMISSION_DENIED: TLS client CN=stranger at" \
+  "$bin/blkctl" "${tcp[@]}" --tls-cert "$certs/stranger.pem" --tls-key "$certs/stranger.key" \
+  list-volumes
 expect "TCP: no client certificate is refused" 1 "UNAVAILABLE" \
   "$bin/blkctl" "${tcp[@]}" --timeout 10s list-volumes
 expect "TCP: a certificate of another CA is refused" 1 "UNAVAILABLE" \
@@ -113,6 +139,29 @@ curl -sS --max-time 10 --http2-prior-knowledge -X POST -H 'content-type: applica
   "http://127.0.0.1:$port/blk.v1.VolumeService/ListVolumes" >"$work/plain.out" 2>&1 || rc=$?
 [[ "$rc" -ne 0 ]] && pass "TCP: plaintext HTTP/2 is refused (curl rc $rc)" ||
   fail "TCP: plaintext got an answer: $(cat "$work/plain.out")"
+# --- the certificate and key reload without a restart (and SIGHUP does not end the agent)
+served_serial() {  # the serial of the certificate a new TLS connection to the agent gets
+  openssl s_client -alpn h2 -connect "127.0.0.1:$port" -cert "$certs/operator.pem" \
+    -key "$certs/operator.key" -CAfile "$certs/good-ca.pem" </dev/null 2>/dev/null |
+    openssl x509 -noout -serial 2>/dev/null
+}
+old_serial="$(served_serial)"
+[[ "$old_serial" == "serial="*"$(openssl x509 -noout -serial -in "$certs/agent.pem" | cut -d= -f2)" ]] &&
+  pass "TLS: a connection gets the agent's certificate ($old_serial)" ||
+  fail "TLS: served '$old_serial'"
+kill -HUP "${started[0]}"
+cp "$certs/agent.pem" "$certs/agent-old.pem"
+make_cert agent-new good-ca "subjectAltName=IP:127.0.0.1,DNS:localhost"
+mv "$certs/agent-new.key" "$certs/agent.key.tmp" && mv "$certs/agent-new.pem" "$certs/agent.pem.tmp"
+mv "$certs/agent.key.tmp" "$certs/agent.key" && mv "$certs/agent.pem.tmp" "$certs/agent.pem"
+new_serial="serial=$(openssl x509 -noout -serial -in "$certs/agent.pem" | cut -d= -f2)"
+[[ "$new_serial" != "$old_serial" ]] || fail "TLS: the new certificate has the old serial"
+new_served() { [[ "$(served_serial)" == "$new_serial" ]]; }
+wait_for 30 new_served && pass "TLS: a new connection gets the replaced certificate, no restart" ||
+  fail "TLS: still served $(served_serial), want $new_serial"
+expect "TLS: ... and is served over it (the agent lived through SIGHUP)" 0 "" \
+  "$bin/blkctl" "${tcp[@]}" --tls-cert "$certs/operator.pem" --tls-key "$certs/operator.key" \
+  list-volumes
 expect "blkctl: --tcp without --tls-ca is a usage error" 2 "--tls-ca" \
   "$bin/blkctl" --tcp "127.0.0.1:$port" list-volumes
 expect "blkctl: --tls-cert without --tls-key is a usage error" 2 "--tls-key" \
@@ -124,7 +173,6 @@ as() {  # as UID GID GROUPS COMMAND...
   setpriv --reuid "$uid" --regid "$gid" --groups "$groups" -- "$@"
 }
 blk=("$bin/blkctl" --socket "$socket" --timeout 20s)
-create=(create-volume Bad_Id --size 1M --backend null://)  # refused by the table if permitted
 
 expect "socket: root lists" 0 "" "${blk[@]}" list-volumes
 expect "socket: root may create (reaches the table)" 1 "INVALID_ARGUMENT" "${blk[@]}" "${create[@]}"

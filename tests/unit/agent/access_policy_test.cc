@@ -1,6 +1,7 @@
 #include "agent/api/access_policy.h"
 
 #include "agent/api/caller_access.h"
+#include "agent/api/tls_client_names.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -79,6 +80,48 @@ TEST(Permit, StrangerMayCallNothing) {
   EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(refused.message(), HasSubstr("uid 1002"));
   EXPECT_THAT(refused.message(), HasSubstr("ListVolumes"));
+}
+
+}  // namespace
+}  // namespace blk::agent
+
+namespace blk::agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+CertificateNames Dns(std::vector<std::string> names) {
+  return CertificateNames{.names = std::move(names), .from_common_name = false};
+}
+
+TEST(TlsClientPolicy, ANameOnTheAdminListIsAdminOnTheReaderListReaderElseNothing) {
+  const TlsClientPolicy policy({"ops.example"}, {"grafana.example"}, false);
+  EXPECT_EQ(policy.RoleOf(Dns({"x.example", "OPS.example"})), Role::kAdmin);
+  EXPECT_EQ(policy.RoleOf(Dns({"grafana.example"})), Role::kReader);
+  EXPECT_EQ(policy.RoleOf(Dns({"ops.example.evil"})), Role::kNone);
+  EXPECT_EQ(policy.RoleOf(Dns({})), Role::kNone);
+  EXPECT_EQ(TlsClientPolicy().RoleOf(Dns({"ops.example"})), Role::kNone);
+}
+
+TEST(TlsClientPolicy, AnyClientAdminAdmitsEveryVerifiedClient) {
+  EXPECT_EQ(TlsClientPolicy({}, {}, true).RoleOf(Dns({})), Role::kAdmin);
+}
+
+TEST(TlsClientPolicy, DescribeNamesTheSubjectSeen) {
+  EXPECT_EQ(Describe(Dns({"a.example", "b.example"})), "DNS:a.example, DNS:b.example");
+  EXPECT_EQ(Describe(CertificateNames{.names = {"ops"}, .from_common_name = true}), "CN=ops");
+}
+
+TEST(TlsClientPolicy, RefusalsNameTheListsNotTheGroups) {
+  const absl::Status reader =
+      Permit(Caller{.who = "TLS client DNS:g", .role = Role::kReader, .tls = true}, "DeleteVolume",
+             Access::kWrite);
+  EXPECT_THAT(reader.message(), HasSubstr("on --tls-reader-names"));
+  const absl::Status none =
+      Permit(Caller{.who = "TLS client CN=x", .role = Role::kNone, .tls = true}, "ListVolumes",
+             Access::kRead);
+  EXPECT_EQ(none.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(none.message(), HasSubstr("TLS client CN=x may not call ListVolumes"));
 }
 
 }  // namespace

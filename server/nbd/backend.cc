@@ -10,7 +10,8 @@ uint64_t Backend::ForwardedRequestUserData(uint32_t slot) {
 
 Backend::Backend(Connection connection, const BackendOptions& options,
                  std::unique_ptr<Reconnector> reconnector, std::shared_ptr<Stats> stats)
-    : requests_(connection.info, options.queue_depth, options.shared, stats),
+    : requests_(connection.info, options.queue_depth, options.shared, stats,
+                options.unflushed_pool_bytes),
       transport_(std::move(connection), requests_, options, std::move(reconnector),
                  std::move(stats)) {}
 

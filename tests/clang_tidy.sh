@@ -102,6 +102,8 @@ else
   mapfile -t candidates < <(git ls-files '*.cc')
 fi
 
+# The commit the sources were read at: a commit made while the check runs is not covered by it.
+checked_head="$(git rev-parse HEAD)"
 files=()
 for path in "${candidates[@]}"; do
   for known in "${compiled[@]}"; do
@@ -111,12 +113,13 @@ for path in "${candidates[@]}"; do
     fi
   done
 done
-# A clean check of a committed tree (nothing changed beside HEAD) makes HEAD the clean point.
+# A clean check of a committed tree (nothing changed beside HEAD) makes the commit it read the clean
+# point.
 record_clean_point() {
   [[ $mode == --changed ]] && return 0
   [[ -z "$(git status --porcelain -- '*.cc' '*.h' .clang-tidy)" ]] || return 0
   mkdir -p "$(dirname "$clean_cache")" 2>/dev/null &&
-    git rev-parse HEAD >"$clean_cache.tmp" 2>/dev/null && mv "$clean_cache.tmp" "$clean_cache" ||
+    echo "$checked_head" >"$clean_cache.tmp" 2>/dev/null && mv "$clean_cache.tmp" "$clean_cache" ||
     echo "clang-tidy: could not record the clean point in $clean_cache"
   return 0
 }

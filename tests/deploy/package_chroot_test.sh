@@ -49,8 +49,10 @@ for binary in blkagent blkctl blk-csi; do
   check "$binary --version says $version" sh -c "$binary --version | grep -qF '$version'"
 done
 check "the groups blk-admin and blk-reader exist" getent group blk-admin blk-reader
-check "the unit runs /usr/bin/blkagent with \$BLKAGENT_GROUPS" \
-  grep -q '^ExecStart=/usr/bin/blkagent .* \$BLKAGENT_GROUPS$' /usr/lib/systemd/system/blkagent.service
+for variable in BLKAGENT_GROUPS BLKAGENT_FILE_DIRS; do
+  check "the unit runs /usr/bin/blkagent with \$$variable" grep -qE \
+    "^ExecStart=/usr/bin/blkagent .* \\\$$variable( |\$)" /usr/lib/systemd/system/blkagent.service
+done
 check "its drop-in admits the groups" grep -q -- '--admin-group blk-admin --reader-group blk-reader' \
   /usr/lib/systemd/system/blkagent.service.d/groups.conf
 check "blkctl's completion defines _blkctl" \

@@ -20,8 +20,6 @@ struct FileBackendConfig {
 };
 // NbdBackendConfig::connect_timeout_ms unless told otherwise (blkagent --nbd-connect-timeout).
 inline constexpr uint32_t kDefaultNbdConnectTimeoutMs = 10000;
-// NbdBackendConfig::unflushed_pool_bytes unless told otherwise.
-inline constexpr uint64_t kDefaultNbdUnflushedPoolBytes = 4 * 1024 * 1024;
 // A remote export: "nbd://host[:port]/export" or "nbd+unix:///export?socket=PATH". Requests
 // wait up to io_timeout_ms for a lost connection to come back, then fail with EIO. Opening the
 // volume (and each later connection a queue or a resize makes) gives up when one step of the
@@ -31,9 +29,6 @@ struct NbdBackendConfig {
   uint32_t io_timeout_ms = 30000;
   std::shared_ptr<nbd::Stats> stats;  // optional: counters the caller wants to read
   uint32_t connect_timeout_ms = kDefaultNbdConnectTimeoutMs;
-  // Per connection: the payload of acknowledged, unflushed writes kept to replay after a
-  // reconnect (server/nbd/unflushed_writes.h), on exports with a write cache.
-  uint64_t unflushed_pool_bytes = kDefaultNbdUnflushedPoolBytes;
 };
 // An NVMe namespace through its generic char device (/dev/ngXnY) and io_uring passthrough. The
 // volume starts `offset_bytes` into the namespace (a multiple of its LBA size).

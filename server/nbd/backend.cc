@@ -10,8 +10,7 @@ uint64_t Backend::ForwardedRequestUserData(uint32_t slot) {
 
 Backend::Backend(Connection connection, const BackendOptions& options,
                  std::unique_ptr<Reconnector> reconnector, std::shared_ptr<Stats> stats)
-    : requests_(connection.info, options.queue_depth, options.shared, stats,
-                options.unflushed_pool_bytes),
+    : requests_(connection.info, options.queue_depth, options.shared, stats),
       transport_(std::move(connection), requests_, options, std::move(reconnector),
                  std::move(stats)) {}
 

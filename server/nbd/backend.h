@@ -13,7 +13,6 @@
 #include <memory>
 
 #include "server/backend.h"
-#include "server/backend_config.h"
 #include "server/nbd/handshake.h"
 #include "server/nbd/reconnector.h"
 #include "server/nbd/requests.h"
@@ -27,7 +26,6 @@ struct BackendOptions : TransportOptions {
   uint16_t queue_depth = 128;
   // Set when the volume's queues share this backend's connection (it is queue 0's).
   std::shared_ptr<SharedConnection> shared;
-  size_t unflushed_pool_bytes = kDefaultNbdUnflushedPoolBytes;
 };
 
 class Backend final : public server::Backend {

@@ -12,22 +12,18 @@ namespace {
 
 constexpr size_t kMaxZeroBuffer = 1024 * 1024;
 
-// The requests' slots, and one for the backend's own FLUSH.
 size_t SlotCount(uint16_t queue_depth, const SharedConnection* shared) {
-  return (shared != nullptr ? size_t{shared->queues} * queue_depth : queue_depth) + 1;
+  return shared != nullptr ? size_t{shared->queues} * queue_depth : queue_depth;
 }
 
 }  // namespace
 
 Requests::Requests(const ExportInfo& info, uint16_t queue_depth,
-                   std::shared_ptr<SharedConnection> shared, std::shared_ptr<Stats> stats,
-                   size_t unflushed_pool_bytes)
+                   std::shared_ptr<SharedConnection> shared, std::shared_ptr<Stats> stats)
     : queue_depth_(queue_depth),
       shared_(std::move(shared)),
       stats_(std::move(stats)),
       tags_(SlotCount(queue_depth, shared_.get())),
-      own_flush_slot_(static_cast<uint32_t>(tags_.size() - 1)),
-      unflushed_(unflushed_pool_bytes),
       unreplied_(tags_.size()),
       send_queue_(tags_.size()) {
   UseExport(info);
@@ -53,7 +49,7 @@ void Requests::UseExport(const ExportInfo& info) {
 }
 
 void Requests::OnForwarded(uint32_t slot) {
-  if (!shared_ || slot < queue_depth_ || slot >= own_flush_slot_) return;
+  if (!shared_ || slot < queue_depth_ || slot >= tags_.size()) return;
   HappensAfter(&shared_->requests[slot]);
   Start(slot, shared_->requests[slot]);
 }
@@ -182,9 +178,6 @@ void Requests::ClearSendQueue() {
 }
 
 size_t Requests::Gather(iovec* iov, size_t capacity) {
-  // Nothing else goes out before the replay was answered: a FLUSH must find the replayed writes on
-  // the server, a read must see them, and a newer write must land after them.
-  if (unflushed_.replaying()) return unflushed_.GatherReplay(iov, capacity, zeroes_);
   size_t n = 0;
   while (send_count_ > 0 && n + 2 <= capacity) {
     const uint32_t slot = send_queue_[send_head_];
@@ -192,16 +185,6 @@ size_t Requests::Gather(iovec* iov, size_t capacity) {
     --send_count_;
     TagState& s = tags_[slot];
     if (s.phase != Phase::kQueued) continue;
-    if (s.command == kCmdFlush) {
-      if (slot != own_flush_slot_ && unflushed_.TakeLoss()) {
-        // An acknowledged write may have been lost with the server's cache: no FLUSH may claim it
-        // durable.
-        stats_->lost_unflushed.fetch_add(1, std::memory_order_relaxed);
-        Finish(slot, -EIO);
-        continue;
-      }
-      s.flush_mark = unflushed_.Mark();
-    }
     iov[n++] = {s.header, sizeof(s.header)};
     if (s.command == kCmdWrite && s.chunk > 0) {
       void* payload = s.zero_fill ? static_cast<void*>(zeroes_.data())
@@ -216,12 +199,6 @@ size_t Requests::Gather(iovec* iov, size_t capacity) {
 void Requests::Finish(uint32_t slot, int32_t result) {
   TagState& s = tags_[slot];
   s.result = result;
-  if (slot == own_flush_slot_) {
-    s.phase = Phase::kIdle;
-    // Writes it did not cover filled the pool meanwhile (a failed one is not retried at once).
-    if (result == 0 && unflushed_.WantsFlush()) StartOwnFlush();
-    return;
-  }
   if (slot >= queue_depth_) {
     if (!Reply(slot)) unreplied_.Add(slot);
     return;
@@ -232,7 +209,6 @@ void Requests::Finish(uint32_t slot, int32_t result) {
 
 ReplyTarget* Requests::Find(uint64_t cookie) {
   const uint32_t slot = static_cast<uint32_t>(cookie);
-  if (slot & UnflushedWrites::kReplayCookieBit) return unflushed_.FindReplay(cookie);
   if (slot >= tags_.size()) return nullptr;
   TagState& s = tags_[slot];
   if (s.phase != Phase::kSent || s.cookie != cookie) return nullptr;
@@ -241,7 +217,6 @@ ReplyTarget* Requests::Find(uint64_t cookie) {
 
 void Requests::Complete(uint64_t cookie) {
   const uint32_t slot = static_cast<uint32_t>(cookie);
-  if (slot & UnflushedWrites::kReplayCookieBit) return CompleteReplay(cookie);
   TagState& s = tags_[slot];
   if (s.target.nbd_error == kNbdErrShutdown) {
     // The server is going away (a graceful stop, an upgrade): the request waits for the next
@@ -258,7 +233,6 @@ void Requests::Complete(uint64_t cookie) {
     Finish(slot, -ErrnoOfNbdError(s.target.nbd_error));
     return;
   }
-  Acknowledged(s);
   if (!s.flushing) s.done += s.chunk;
   if (NextRequest(slot)) {
     Enqueue(slot);
@@ -268,54 +242,9 @@ void Requests::Complete(uint64_t cookie) {
   Finish(slot, transfers ? static_cast<int32_t>(s.io.length) : 0);
 }
 
-void Requests::Acknowledged(const TagState& s) {
-  if (s.command == kCmdFlush) {
-    unflushed_.Flushed(s.flush_mark);
-    return;
-  }
-  // Without a write cache, an acknowledged write is durable.
-  if (!info_.can_flush() || s.command == kCmdRead) return;
-  // Writes with FUA too: were they not kept, replaying an older write under them would bring back
-  // the older data.
-  const void* data = nullptr;
-  if (s.command == kCmdWrite && !s.zero_fill) data = static_cast<const char*>(s.io.buffer) + s.done;
-  if (!unflushed_.Record(s.command, s.target.offset, s.chunk, data)) {
-    stats_->unflushed_dropped.fetch_add(1, std::memory_order_relaxed);
-  }
-  if (unflushed_.WantsFlush()) StartOwnFlush();
-}
-
-void Requests::StartOwnFlush() {
-  TagState& s = tags_[own_flush_slot_];
-  if (s.waiting() || failing_) return;
-  s.io = BlockIo{};
-  s.io.op = abi::kIoOpFlush;
-  s.started = false;
-  s.done = 0;
-  s.flushing = false;
-  s.zero_fill = false;
-  s.flush_after = false;
-  NextRequest(own_flush_slot_);
-  Enqueue(own_flush_slot_);
-}
-
-void Requests::CompleteReplay(uint64_t cookie) {
-  ReplyTarget* target = unflushed_.FindReplay(cookie);
-  if (target->nbd_error == kNbdErrShutdown) {
-    // Replayed again on the next connection, like every kept write.
-    server_shutting_down_ = true;
-    return;
-  }
-  outage_open_ = false;
-  if (target->nbd_error != 0) stats_->server_errors.fetch_add(1, std::memory_order_relaxed);
-  stats_->replayed.fetch_add(1, std::memory_order_relaxed);
-  unflushed_.ReplayAnswered(cookie);
-}
-
 void Requests::Resend() {
   failing_ = false;
   ClearSendQueue();
-  unflushed_.Reconnected();
   for (uint32_t slot = 0; slot < tags_.size(); ++slot) {
     TagState& s = tags_[slot];
     if (!s.waiting()) continue;
@@ -335,8 +264,7 @@ bool Requests::OpenOutage() {
 }
 
 bool Requests::AnyWaiting() const {
-  return unflushed_.replaying() ||
-         std::any_of(tags_.begin(), tags_.end(), [](const TagState& s) { return s.waiting(); });
+  return std::any_of(tags_.begin(), tags_.end(), [](const TagState& s) { return s.waiting(); });
 }
 
 bool Requests::FailWaiting(uint32_t spared) {
@@ -356,7 +284,6 @@ bool Requests::FailWaiting(uint32_t spared) {
 }
 
 void Requests::TimedOut(uint32_t slot) {
-  if (slot == own_flush_slot_) return Finish(slot, -EIO);
   stats_->timeouts.fetch_add(1, std::memory_order_relaxed);
   Finish(slot, -EIO);
 }

@@ -7,12 +7,6 @@
 // ends through the queue's Completer, or, forwarded, with a CqeKind::kResult message to its queue's
 // ring.
 //
-// Durability across a reconnect (unflushed_writes.h): on an export with a write cache, what the
-// server acknowledged since its last FLUSH is kept, and replayed on a new connection before
-// anything else is sent there; a FLUSH (or the FLUSH of an emulated FUA) that follows a write the
-// pool could not keep, with a reconnect in between, fails with EIO. When the pool fills, a FLUSH of
-// the backend's own (its own slot, after the others) empties it.
-//
 // io_timeout: an outage opens when the connection drops and closes when the server answers a
 // request again; the Transport times it and, when it lasts io_timeout, fails every waiting request
 // here, and new ones fail at once until a connection is back. Knows nothing of sockets.
@@ -30,7 +24,6 @@
 #include "server/nbd/protocol.h"
 #include "server/nbd/shared_connection.h"
 #include "server/nbd/stats.h"
-#include "server/nbd/unflushed_writes.h"
 #include "server/ublk/sqe_waitlist.h"
 
 namespace blk::server::nbd {
@@ -38,9 +31,8 @@ namespace blk::server::nbd {
 class Requests final : public ReplyTargets {
  public:
   // `shared`: the volume's queues share this connection (it is queue 0's); null otherwise.
-  // `unflushed_pool_bytes`: the payload acknowledged but not yet flushed that is kept for a replay.
   Requests(const ExportInfo& info, uint16_t queue_depth, std::shared_ptr<SharedConnection> shared,
-           std::shared_ptr<Stats> stats, size_t unflushed_pool_bytes);
+           std::shared_ptr<Stats> stats);
 
   void Attach(Ring& ring, Completer completer);
   size_t slots() const { return tags_.size(); }
@@ -60,7 +52,7 @@ class Requests final : public ReplyTargets {
 
   // The send queue. Gather moves queued requests into `iov` (a header, and a write's payload) up
   // to `capacity` entries; 0 when none was queued.
-  bool has_queued() const { return send_count_ > 0 || unflushed_.has_replay_to_send(); }
+  bool has_queued() const { return send_count_ > 0; }
   size_t Gather(iovec* iov, size_t capacity);
 
   // The export of a new connection; what it must offer for the requests already split.
@@ -70,8 +62,7 @@ class Requests final : public ReplyTargets {
   }
   // A reply said NBD_ESHUTDOWN: nothing more is to be sent on this connection (until UseExport).
   bool server_shutting_down() const { return server_shutting_down_; }
-  // A new connection serves: the unflushed writes are replayed, then every waiting request is sent
-  // again on it, under a new cookie.
+  // A new connection serves: every waiting request is sent again on it, under a new cookie.
   void Resend();
 
   // Outage bookkeeping. OpenOutage: true when this drop began a new outage (arm its timer with
@@ -102,7 +93,6 @@ class Requests final : public ReplyTargets {
     bool zero_fill = false;    // WRITE_ZEROES sent as WRITEs of zeroes
     bool flush_after = false;  // FUA sent as a FLUSH after the write
     bool flushing = false;     // the request in flight is that FLUSH
-    uint64_t flush_mark = 0;   // of a FLUSH sent: the unflushed writes it covers
     uint16_t command = 0;
     uint16_t command_flags = 0;
     uint16_t seq = 0;
@@ -122,10 +112,6 @@ class Requests final : public ReplyTargets {
   void Enqueue(uint32_t slot);
   void ClearSendQueue();
   void Finish(uint32_t slot, int32_t result);
-  // The request in flight succeeded: keep a write until it is flushed, free what a FLUSH covered.
-  void Acknowledged(const TagState& s);
-  void StartOwnFlush();
-  void CompleteReplay(uint64_t cookie);
   // Posts a forwarded request's result to its queue's ring; false when no SQE was free.
   bool Reply(uint32_t slot);
 
@@ -144,8 +130,6 @@ class Requests final : public ReplyTargets {
   bool failing_ = false;  // the outage outlasted io_timeout
 
   std::vector<TagState> tags_;
-  const uint32_t own_flush_slot_;  // the last one: the backend's own FLUSH
-  UnflushedWrites unflushed_;
   SqeWaitlist unreplied_;             // forwarded requests whose result waits for an SQE
   std::vector<uint32_t> send_queue_;  // ring buffer of slots waiting to be sent
   size_t send_head_ = 0;

@@ -13,12 +13,6 @@ struct Stats {
   std::atomic<uint64_t> protocol_errors{0};  // connections dropped for a malformed reply
   // Requests failed with EIO after io_timeout (waiting ones, and new ones while still down).
   std::atomic<uint64_t> timeouts{0};
-  // Acknowledged, unflushed writes sent again after a reconnect (unflushed_writes.h).
-  std::atomic<uint64_t> replayed{0};
-  // Acknowledged writes the unflushed pool could not keep (larger than it, or it was full).
-  std::atomic<uint64_t> unflushed_dropped{0};
-  // FLUSHes failed with EIO after a reconnect: an acknowledged write may have been lost.
-  std::atomic<uint64_t> lost_unflushed{0};
 };
 
 }  // namespace blk::server::nbd

@@ -38,7 +38,6 @@ absl::StatusOr<std::unique_ptr<Storage>> Storage::Open(const NbdBackendConfig& b
   storage->device_size_->store(config.size_bytes, std::memory_order_release);
   storage->options_.device_size = storage->device_size_;
   storage->options_.io_timeout_ms = backend.io_timeout_ms;
-  storage->options_.unflushed_pool_bytes = backend.unflushed_pool_bytes;
   storage->first_ = std::move(*connection);
   storage->queues_ = std::max<uint16_t>(config.queues, 1);
   if (backend.stats != nullptr) storage->stats_ = backend.stats;

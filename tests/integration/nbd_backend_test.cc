@@ -71,7 +71,6 @@ class NbdBackendTest : public ::testing::Test {
     backend.uri = uri;
     backend.io_timeout_ms = io_timeout_ms;
     backend.connect_timeout_ms = connect_timeout_ms_;
-    backend.unflushed_pool_bytes = unflushed_pool_bytes_;
     backend.stats = stats_;
     absl::StatusOr<std::unique_ptr<nbd::Storage>> storage = nbd::Storage::Open(backend, config);
     if (!storage.ok()) return storage.status();
@@ -213,7 +212,6 @@ class NbdBackendTest : public ::testing::Test {
   std::unique_ptr<Driver> driver_;
   std::shared_ptr<nbd::Stats> stats_ = std::make_shared<nbd::Stats>();
   uint32_t connect_timeout_ms_ = kDefaultNbdConnectTimeoutMs;
-  uint64_t unflushed_pool_bytes_ = kDefaultNbdUnflushedPoolBytes;
   std::vector<uint8_t> model_;
   std::mt19937_64 rng_{12345};
 };
@@ -903,100 +901,6 @@ TEST_F(NbdBackendTest, IoTimeoutDuringALargeReadFailsItOnceAndRecovers) {
   EXPECT_EQ(storage_->stats()->protocol_errors.load(), 0u);
 }
 
-// Fills tag 0's buffer with `length` bytes derived from `seed`; returns them.
-std::vector<uint8_t> Fill(Driver& driver, uint32_t length, uint8_t seed) {
-  std::vector<uint8_t> bytes(length);
-  for (uint32_t i = 0; i < length; ++i) bytes[i] = static_cast<uint8_t>(seed + i * 13 + (i >> 9));
-  std::memcpy(driver.Buffer(0), bytes.data(), length);
-  return bytes;
-}
-
-TEST_F(NbdBackendTest, AWriteAcknowledgedBeforeTheServerLostItsCacheIsReplayedBeforeTheFlush) {
-  // The server acknowledges the write into its cache, then crashes at the FLUSH, losing it. The
-  // FLUSH is resent on the next connection: by then the write must be there again.
-  FakeNbdServer server(Socket(), Lie::kCacheLostAtFirstFlush);
-  ASSERT_TRUE(Open(server.uri(), 30000, FakeNbdServer::kExportBytes).ok());
-  const uint64_t offset = 128 * 1024;
-  const std::vector<uint8_t> a = Fill(*driver_, 64 * 1024, 1);
-  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, offset, 64 * 1024)), 64 * 1024);
-  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
-  EXPECT_EQ(server.Durable(offset, 64 * 1024), a);
-  EXPECT_EQ(server.connections(), 2);
-  EXPECT_EQ(storage_->stats()->replayed.load(), 1u);
-  EXPECT_EQ(storage_->stats()->lost_unflushed.load(), 0u);
-  EXPECT_EQ(storage_->stats()->timeouts.load(), 0u);
-}
-
-TEST_F(NbdBackendTest, WriteZeroesAndTrimAcknowledgedBeforeACrashAreReplayedToo) {
-  FakeNbdServer server(Socket(), Lie::kCache);
-  ASSERT_TRUE(Open(server.uri(), 30000, FakeNbdServer::kExportBytes).ok());
-  const std::vector<uint8_t> p = Fill(*driver_, 64 * 1024, 7);
-  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, 0, 64 * 1024)), 64 * 1024);
-  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
-  ASSERT_EQ(server.Durable(0, 64 * 1024), p);
-  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpWriteZeroes, 0, 16 * 1024)), 16 * 1024);
-  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpDiscard, 16 * 1024, 16 * 1024)), 16 * 1024);
-  server.Crash();
-  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
-  std::vector<uint8_t> expected = p;
-  std::fill_n(expected.begin(), 32 * 1024, 0);
-  EXPECT_EQ(server.Durable(0, 64 * 1024), expected);
-  EXPECT_EQ(storage_->stats()->replayed.load(), 2u);
-  EXPECT_GE(storage_->stats()->reconnects.load(), 1u);
-}
-
-TEST_F(NbdBackendTest, APoolHalfFullSendsTheBackendsOwnFlushAndEmpties) {
-  unflushed_pool_bytes_ = 64 * 1024;
-  FakeNbdServer server(Socket(), Lie::kCache);
-  ASSERT_TRUE(Open(server.uri(), 30000, FakeNbdServer::kExportBytes).ok());
-  const std::vector<uint8_t> a = Fill(*driver_, 48 * 1024, 3);
-  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, 0, 48 * 1024)), 48 * 1024);
-  const auto deadline = testing_nbd::Clock::now() + std::chrono::seconds(10);
-  while (server.flushes() == 0 && testing_nbd::Clock::now() < deadline) {
-    driver_->Pump(std::chrono::milliseconds(20));
-  }
-  ASSERT_EQ(server.flushes(), 1);
-  EXPECT_EQ(server.Durable(0, 48 * 1024), a);
-  // Let its reply arrive, then crash: nothing is left to replay.
-  driver_->Pump(std::chrono::milliseconds(100));
-  server.Crash();
-  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 4096)), 4096);
-  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
-  EXPECT_EQ(storage_->stats()->replayed.load(), 0u);
-  EXPECT_EQ(storage_->stats()->unflushed_dropped.load(), 0u);
-  EXPECT_GE(storage_->stats()->reconnects.load(), 1u);
-}
-
-TEST_F(NbdBackendTest, AWriteLargerThanThePoolFailsTheNextFlushAfterAReconnect) {
-  // The write is acknowledged but not kept; the backend's own FLUSH for it meets the crash.
-  unflushed_pool_bytes_ = 64 * 1024;
-  FakeNbdServer server(Socket(), Lie::kCacheLostAtFirstFlush);
-  ASSERT_TRUE(Open(server.uri(), 30000, FakeNbdServer::kExportBytes).ok());
-  Fill(*driver_, 128 * 1024, 5);
-  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, 0, 128 * 1024)), 128 * 1024);
-  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), -EIO);
-  EXPECT_EQ(storage_->stats()->unflushed_dropped.load(), 1u);
-  EXPECT_EQ(storage_->stats()->lost_unflushed.load(), 1u);
-  EXPECT_EQ(server.connections(), 2);
-  // The application was told; later FLUSHes are about later writes.
-  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
-  EXPECT_EQ(storage_->stats()->lost_unflushed.load(), 1u);
-}
-
-TEST_F(NbdBackendTest, WithoutAWriteCacheNothingIsKeptForAReplay) {
-  FakeNbdServer server(Socket(), Lie::kNoCache);
-  ASSERT_TRUE(Open(server.uri(), 30000, FakeNbdServer::kExportBytes).ok());
-  const std::vector<uint8_t> a = Fill(*driver_, 64 * 1024, 9);
-  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, 0, 64 * 1024)), 64 * 1024);
-  server.Crash();
-  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 64 * 1024)), 64 * 1024);
-  EXPECT_EQ(std::vector<uint8_t>(driver_->Buffer(0), driver_->Buffer(0) + 64 * 1024), a);
-  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
-  EXPECT_GE(storage_->stats()->reconnects.load(), 1u);
-  EXPECT_EQ(storage_->stats()->replayed.load(), 0u);
-  EXPECT_EQ(storage_->stats()->unflushed_dropped.load(), 0u);
-}
-
 class NbdLyingServerTest : public NbdBackendTest, public ::testing::WithParamInterface<Lie> {};
 
 TEST_P(NbdLyingServerTest, ConnectionIsDroppedAndTheRequestRetried) {
@@ -1027,9 +931,6 @@ INSTANTIATE_TEST_SUITE_P(Lies, NbdLyingServerTest,
                              case Lie::kAlwaysShuttingDown:
                              case Lie::kDiesMidPayload:
                              case Lie::kStallsMidPayload:
-                             case Lie::kCacheLostAtFirstFlush:
-                             case Lie::kCache:
-                             case Lie::kNoCache:
                                break;  // not lies: their own tests
                            }
                            return "Unknown";

@@ -8,20 +8,12 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${BLK_BUILD_DIR:-$root/build}"
 
+# shellcheck source=scripts/lib/packaging.sh
+source "$root/scripts/lib/packaging.sh"
 "$root/scripts/setup.sh"
-missing=()
-for tool in help2man lintian mmdebstrap; do
-  command -v "$tool" >/dev/null || missing+=("$tool")
-done
-if ((${#missing[@]} > 0)); then
-  echo "package: installing ${missing[*]}"
-  sudo_cmd=()
-  ((EUID == 0)) || sudo_cmd=(sudo)
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
-fi
+install_tools help2man lintian mmdebstrap
 "$root/scripts/build.sh" deb
-version="$(sed -n 's/^project(blk VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")"
-deb="$build/package/blk_${version}_$(dpkg --print-architecture).deb"
+deb="$(package_path "$build")"
 echo "package: lintian $deb"
 lintian_status=0
 lintian --fail-on error "$deb" >"$build/package/lintian.txt" 2>&1 || lintian_status=$?

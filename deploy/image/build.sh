@@ -20,35 +20,20 @@ die() {
 }
 ((EUID == 0)) || die "run as root (mmdebstrap and umoci unpack a root file system)"
 
+# shellcheck source=scripts/lib/packaging.sh
+source "$root/scripts/lib/packaging.sh"
 "$root/scripts/setup.sh"
-missing=()
-for tool in help2man mmdebstrap umoci; do
-  command -v "$tool" >/dev/null || missing+=("$tool")
-done
-if ((${#missing[@]} > 0)); then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
-fi
+install_tools help2man mmdebstrap umoci
 "$root/scripts/build.sh" deb
-version="$(sed -n 's/^project(blk VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")"
-[[ -n $version ]] || die "no project version in CMakeLists.txt"
-deb="$build/package/blk_${version}_$(dpkg --print-architecture).deb"
+deb="$(package_path "$build")"
+version="$(dpkg-deb -f "$deb" Version)"
 
 rm -rf "$out"
 mkdir -p "$out"
 log() { echo "image: $*" >&2; }
-# shellcheck source=tests/vm/debian_apt.sh
-source "$root/tests/vm/debian_apt.sh"
-mirror="$(find_mirror)"
 # What blk-csi runs beyond the package's dependencies: xfs tools (the package recommends them).
-echo "image: root file system (bookworm from $mirror) with $(basename "$deb")"
-make_rootfs() {
-  mmdebstrap --quiet --variant=minbase --include=xfsprogs,ca-certificates \
-    --customize-hook="copy-in $deb /tmp" \
-    --customize-hook="chroot \"\$1\" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q /tmp/$(basename "$deb")" \
-    --customize-hook='rm -rf "$1"/tmp/*.deb "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/*' \
-    bookworm "$out/rootfs.tar" "$mirror" >/dev/null
-}
-retry make_rootfs
+echo "image: root file system (bookworm) with $(basename "$deb")"
+root_with_package "$deb" "$out/rootfs.tar" xfsprogs ca-certificates >/dev/null
 
 echo "image: OCI image blk:$version"
 layout="$out/oci"

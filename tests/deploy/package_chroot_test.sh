@@ -11,8 +11,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 ((EUID == 0)) || { echo "SKIP: needs root (mmdebstrap makes a chroot)"; exit 77; }
 command -v mmdebstrap >/dev/null || { echo "SKIP: mmdebstrap not installed"; exit 77; }
 log() { echo "package: $*" >&2; }
-# shellcheck source=tests/vm/debian_apt.sh
-source "$here/../vm/debian_apt.sh"
+# shellcheck source=scripts/lib/packaging.sh
+source "$here/../../scripts/lib/packaging.sh"
 work="$(mktemp -d /tmp/blk-package-chroot.XXXXXX)"
 trap 'umount "$work/root/proc" 2>/dev/null; mountpoint -q "$work/root/proc" || rm -rf "$work"' EXIT
 root="$work/root"
@@ -29,18 +29,8 @@ check() { # check DESCRIPTION COMMAND...: runs COMMAND in the chroot
   fi
 }
 
-mirror="$(find_mirror)"
-cp "$deb" "$work/blk.deb"
 # apt in the chroot installs the package with its dependencies, as a user's would.
-make_root() {
-  rm -rf "$root"
-  mmdebstrap --quiet --variant=minbase \
-    --customize-hook="copy-in $work/blk.deb /tmp" \
-    --customize-hook='chroot "$1" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q /tmp/blk.deb' \
-    --customize-hook='rm -rf "$1"/tmp/blk.deb "$1"/var/cache/apt/archives/*.deb' \
-    bookworm "$root" "$mirror"
-}
-retry make_root
+root_with_package "$deb" "$root"
 # The binaries find their libraries by $ORIGIN, which glibc reads from /proc/self/exe.
 mount -t proc proc "$root/proc"
 

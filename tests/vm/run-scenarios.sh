@@ -60,6 +60,19 @@ main() {
     exit 2
   }
 
+  # run_suite KERNEL OUT: one VM of that flavour running all.sh (BLK_SCENARIOS chooses which),
+  # with two NVMe namespaces on sparse files; its outputs in OUT; returns its status.
+  run_suite() {
+    local kernel="$1" out="$2" status=0
+    truncate -s 256M "$out/nvme-512.img" "$out/nvme-4k.img"
+    "$here/run-vm.sh" --kernel "$kernel" --out "$out" --timeout "${BLK_VM_TIMEOUT:-2400}" \
+      --nvme "$out/nvme-512.img:512" --nvme "$out/nvme-4k.img:4096" \
+      --keep "$build_dir" --keep "$scenario_dir" \
+      -- "$here/scenarios/all.sh" "$build_dir" || status=$?
+    rm -f "$out/nvme-512.img" "$out/nvme-4k.img"
+    return "$status"
+  }
+
   # boot KERNEL: runs the suite in one VM of that flavour; its exit status goes to OUT/vm-status.
   boot() {
     local kernel="$1" out="$results_root/$1" attempt vm_status
@@ -72,13 +85,8 @@ main() {
       if [[ -f "$results_root/$kernel-boot-1.console.log" ]]; then
         mv "$results_root/$kernel-boot-1.console.log" "$out/boot-1.console.log"
       fi
-      truncate -s 256M "$out/nvme-512.img" "$out/nvme-4k.img"
       vm_status=0
-      "$here/run-vm.sh" --kernel "$kernel" --out "$out" --timeout "${BLK_VM_TIMEOUT:-2400}" \
-        --nvme "$out/nvme-512.img:512" --nvme "$out/nvme-4k.img:4096" \
-        --keep "$build_dir" --keep "$scenario_dir" \
-        -- "$here/scenarios/all.sh" "$build_dir" || vm_status=$?
-      rm -f "$out/nvme-512.img" "$out/nvme-4k.img"
+      run_suite "$kernel" "$out" || vm_status=$?
       ((vm_status != 0 && attempt == 1)) && [[ ! -s "$out/planned.txt" ]] || break
       echo "run-scenarios: the $kernel VM stopped before any scenario started (status" \
         "$vm_status); booting it again. Its console:" >&2
@@ -116,14 +124,8 @@ main() {
     local regex resume="$out/resume"
     regex="^($(IFS='|'; echo "${remaining[*]}"))\$"
     mkdir -p "$resume"
-    truncate -s 256M "$resume/nvme-512.img" "$resume/nvme-4k.img"
     vm_status=0
-    BLK_SCENARIOS="$regex" "$here/run-vm.sh" --kernel "$kernel" --out "$resume" \
-      --timeout "${BLK_VM_TIMEOUT:-2400}" \
-      --nvme "$resume/nvme-512.img:512" --nvme "$resume/nvme-4k.img:4096" \
-      --keep "$build_dir" --keep "$scenario_dir" \
-      -- "$here/scenarios/all.sh" "$build_dir" || vm_status=$?
-    rm -f "$resume/nvme-512.img" "$resume/nvme-4k.img"
+    BLK_SCENARIOS="$regex" run_suite "$kernel" "$resume" || vm_status=$?
     cat "$resume/results.txt" >>"$out/results.txt" 2>/dev/null || true
     cat "$resume/guest.log" >>"$out/guest.log" 2>/dev/null || true
     cp "$resume/console.log" "$out/console.log" 2>/dev/null || true

@@ -17,6 +17,7 @@ NvmeBackend::NvmeBackend(int fd, const nvme::NamespaceTarget& target, uint16_t q
       commands_per_tag_(nvme::MaxCommandsPerRequest(target, max_request_bytes)),
       tags_(queue_depth),
       commands_(size_t{queue_depth} * commands_per_tag_),
+      unissued_(queue_depth),
       stats_(std::move(stats)),
       size_blocks_(std::move(size_blocks)) {}
 
@@ -59,20 +60,29 @@ void NvmeBackend::Submit(uint16_t tag, const BlockIo& io) {
     buffer.index = static_cast<uint16_t>(io.buffer_index);
   }
   state.pending = 0;
+  state.issued = 0;
+  state.count = static_cast<uint32_t>(count);
   state.error = 0;
   state.result = result;
-  for (int i = 0; i < count; ++i) {
+  state.buffer = buffer;
+  if (!Issue(tag)) unissued_.Add(tag);
+}
+
+void NvmeBackend::EndOfTurn() {
+  unissued_.RetryEach([this](uint32_t tag) { return Issue(static_cast<uint16_t>(tag)); });
+}
+
+bool NvmeBackend::Issue(uint16_t tag) {
+  TagState& state = tags_[tag];
+  const nvme::UringCmd* commands = commands_.data() + size_t{tag} * commands_per_tag_;
+  for (; state.issued < state.count; ++state.issued) {
     io_uring_sqe* sqe = ring_->GetSqe();
-    if (sqe == nullptr) {
-      // The ring is sized for every tag's commands, so this means it broke; fail the rest.
-      if (state.pending == 0) return completer_.Complete(tag, -EIO);
-      state.error = EIO;
-      break;
-    }
-    nvme::PrepNvmeIoCmd(sqe, file_index_, /*fixed_file=*/true, commands[i], buffer,
+    if (sqe == nullptr) return false;
+    nvme::PrepNvmeIoCmd(sqe, file_index_, /*fixed_file=*/true, commands[state.issued], state.buffer,
                         EncodeUserData(CqeKind::kBackend, tag));
     ++state.pending;
   }
+  return true;
 }
 
 void NvmeBackend::OnCompletion(uint16_t tag, const io_uring_cqe& cqe) {
@@ -87,7 +97,8 @@ void NvmeBackend::OnCompletion(uint16_t tag, const io_uring_cqe& cqe) {
     }
   }
   if (error != 0 && state.error == 0) state.error = error;
-  if (--state.pending > 0) return;
+  // Commands still waiting for an SQE complete the request later.
+  if (--state.pending > 0 || state.issued < state.count) return;
   completer_.Complete(tag, state.error != 0 ? -state.error : state.result);
 }
 

@@ -1,6 +1,7 @@
 // Per-queue NVMe passthrough: each ublk request becomes one or more NVMe commands
 // (IORING_OP_URING_CMD, NVME_URING_CMD_IO) on the namespace's generic char device, a registered
-// file of the queue's ring, and completes once all of them have.
+// file of the queue's ring, and completes once all of them have. Commands that find the ring's
+// submission queue full wait for a later loop turn (SqeWaitlist), never failed or dropped.
 #pragma once
 
 #include <atomic>
@@ -10,7 +11,9 @@
 
 #include "server/backend.h"
 #include "server/nvme/command.h"
+#include "server/nvme/sqe.h"
 #include "server/nvme/stats.h"
+#include "server/ublk/sqe_waitlist.h"
 
 namespace blk::server {
 
@@ -30,10 +33,17 @@ class NvmeBackend final : public Backend {
   absl::Status Attach(Ring& ring, int first_file, Completer completer) override;
   void Submit(uint16_t tag, const BlockIo& io) override;
   void OnCompletion(uint16_t tag, const io_uring_cqe& cqe) override;
+  void EndOfTurn() override;
 
  private:
+  // Submits the tag's commands not yet issued; false when the submission queue ran out first.
+  bool Issue(uint16_t tag);
+
   struct TagState {
-    uint32_t pending = 0;  // commands still in flight
+    uint32_t pending = 0;  // commands in flight
+    uint32_t issued = 0;   // of the request's commands, how many went to the ring
+    uint32_t count = 0;    // the request's commands
+    nvme::SqeBuffer buffer;
     int error = 0;         // the first failure among them (positive errno)
     int32_t result = 0;    // what the request completes with when none failed
     nvme::DsmRange dsm{};  // a discard's range: the device reads it while the command runs
@@ -47,6 +57,7 @@ class NvmeBackend final : public Backend {
   int file_index_ = -1;
   std::vector<TagState> tags_;
   std::vector<nvme::UringCmd> commands_;  // commands_per_tag_ per tag
+  SqeWaitlist unissued_;
   std::shared_ptr<NvmeStats> stats_;
   std::shared_ptr<const std::atomic<uint64_t>> size_blocks_;
 };

@@ -110,6 +110,35 @@ TEST_F(NvmeBackendTest, WriteBeyondMdtsIsSplitAndCompletesOnceWithTheWholeLength
   EXPECT_EQ(done_.Take(3), 256 * 1024);
 }
 
+TEST_F(NvmeBackendTest, APieceThatFindsNoFreeSqeIsIssuedOnALaterTurnNotFailed) {
+  // One free SQE, and a kernel that takes no submission (as while its CQ overflows).
+  for (unsigned left = io_uring_sq_space_left(ring_->get()); left > 1; --left) {
+    io_uring_prep_nop(io_uring_get_sqe(ring_->get()));
+  }
+  Queued();
+  ring_->HoldSubmissionsForTest(true);
+  BlockIo io;
+  io.op = abi::kIoOpWrite;
+  io.offset = 8192;
+  io.length = 256 * 1024;
+  io.buffer = buffer_.data();
+  backend_->Submit(3, io);
+  backend_->EndOfTurn();
+  ASSERT_EQ(Queued().size(), 1u);
+  EXPECT_TRUE(ring_->TakeSqeShortage());
+  backend_->OnCompletion(3, Cqe(0));
+  EXPECT_EQ(done_.untaken(), 0u);  // neither failed nor dropped: its second piece waits
+
+  ring_->HoldSubmissionsForTest(false);
+  backend_->EndOfTurn();  // the loop's next turn
+  std::vector<const io_uring_sqe*> sqes = Queued();
+  ASSERT_EQ(sqes.size(), 1u);
+  EXPECT_EQ(CmdOf(sqes[0]).cdw10, 2048u + 16 + 256);
+  EXPECT_EQ(done_.untaken(), 0u);
+  backend_->OnCompletion(3, Cqe(0));
+  EXPECT_EQ(done_.Take(3), 256 * 1024);
+}
+
 TEST_F(NvmeBackendTest, AFailedPieceFailsTheRequestOnlyAfterEveryPieceCompleted) {
   BlockIo io;
   io.op = abi::kIoOpRead;

@@ -299,19 +299,24 @@ absl::Status Device::Detach() {
 
 absl::Status Device::RefuseIfOpen() {
   absl::StatusOr<DeviceNumber> number = DiskNumber(dev_id_);
-  std::vector<std::string> openers;
+  Openers openers;
   if (number.ok()) openers = FindOpeners(*number, absl::StrCat("ublkb", dev_id_));
+  std::vector<std::string>& found = openers.found;
 
   if (kernel_features_ & abi::kFSafeStopDev) {
     // The kernel decides atomically: stopped now, or EBUSY and untouched.
     absl::Status tried = control_->TryStopDev(dev_id_);
     if (tried.ok()) return absl::OkStatus();
     if (tried.code() != absl::StatusCode::kFailedPrecondition) return tried;
-    if (openers.empty()) openers.push_back("an opener the scan did not find (kernel says busy)");
+    if (found.empty()) found.push_back("an opener the scan did not find (kernel says busy)");
+  } else if (found.empty() && !openers.blind_spot.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot tell whether ", block_path(),
+                                                      " is in use: ", openers.blind_spot,
+                                                      "; stop it with force"));
   }
-  if (openers.empty()) return absl::OkStatus();
+  if (found.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
-      block_path(), " is in use (", absl::StrJoin(openers, ", "), "); stop it with force"));
+      block_path(), " is in use (", absl::StrJoin(found, ", "), "); stop it with force"));
 }
 
 absl::StatusOr<uint64_t> Device::KernelSizeBytes() const {

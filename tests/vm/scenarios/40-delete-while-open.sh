@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Deleting a volume whose device is in use is refused unless forced; forced, the
-# device goes away, its user gets errors, and nothing hangs.
+# device goes away, its user gets errors, and nothing hangs. A mount counts in
+# the agent's mount namespace and in any other (a container's), named there.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 device_open_by_someone() {
@@ -52,5 +53,22 @@ if command -v mkfs.ext4 >/dev/null; then
   expect_fail_with "FAILED_PRECONDITION" "delete of a mounted volume" ctl delete-volume mounted
   umount "$WORK/mnt"
   ctl delete-volume mounted
+
+  step "a mount in another mount namespace (a container's) counts too, and names it"
+  ctl create-volume hidden --size 64M --backend "file://$WORK/hidden.img"
+  hdev="$(volume_device hidden)"
+  mkfs.ext4 -q "$hdev"
+  mkdir -p "$WORK/hidden-mnt"
+  unshare --mount --propagation private \
+    sh -c "mount '$hdev' '$WORK/hidden-mnt' && exec sleep 600" &
+  holder=$!
+  on_exit kill "$holder"
+  wait_for "the mount in the other namespace" 30 grep -q " $WORK/hidden-mnt " "/proc/$holder/mountinfo"
+  ! grep -q " $WORK/hidden-mnt " /proc/self/mountinfo || fail "the mount is in the agent's namespace too"
+  expect_fail_with "mounted at $WORK/hidden-mnt in the mount namespace of pid $holder \\(sleep\\)" \
+    "delete of a volume mounted only in another mount namespace" ctl delete-volume hidden
+  kill "$holder"
+  wait_for "the other namespace to end" 30 process_gone "$holder"
+  ctl delete-volume hidden
 fi
 stop_agent

@@ -41,10 +41,16 @@ class FindOpenersTest : public ::testing::Test {
     fs::remove_all(root_);
     fs::create_directories(root_ / "proc");
     fs::create_directories(root_ / "sys/block/ublkb0/holders");
-    std::ofstream(root_ / "mountinfo") << kMountinfo;
+    // The agent is pid 1 of the fake tree, in the host's PID namespace and mount namespace "a".
+    AddProcess("1", "blkagent", "/");
+    InMountNamespace("1", "a", kMountinfo);
+    fs::create_directory_symlink("1", root_ / "proc/self");
+    std::ofstream(root_ / "proc/1/ns/pid") << "";
+    struct stat pid_ns {};
+    ASSERT_EQ(::stat((root_ / "proc/1/ns/pid").c_str(), &pid_ns), 0);
     sources_.proc = (root_ / "proc").string();
     sources_.sys_block = (root_ / "sys/block").string();
-    sources_.mountinfo = (root_ / "mountinfo").string();
+    sources_.host_pid_namespace_inode = pid_ns.st_ino;
   }
   void TearDown() override { fs::remove_all(root_); }
 
@@ -52,6 +58,16 @@ class FindOpenersTest : public ::testing::Test {
     fs::create_directories(root_ / "proc" / pid / "fd");
     std::ofstream(root_ / "proc" / pid / "comm") << comm << "\n";
     fs::create_symlink(opened, root_ / "proc" / pid / "fd" / "3");
+  }
+
+  // The process sees `mountinfo` in the mount namespace named `ns` (a file its ns/mnt links to).
+  void InMountNamespace(const std::string& pid, const std::string& ns,
+                        const std::string& mountinfo) {
+    fs::create_directories(root_ / "proc" / pid / "ns");
+    fs::create_directories(root_ / "namespaces");
+    std::ofstream(root_ / "namespaces" / ns, std::ios::app) << "";
+    fs::create_symlink(root_ / "namespaces" / ns, root_ / "proc" / pid / "ns/mnt");
+    std::ofstream(root_ / "proc" / pid / "mountinfo") << mountinfo;
   }
 
   fs::path root_;
@@ -65,7 +81,7 @@ TEST_F(FindOpenersTest, NamesAProcessHoldingTheDeviceByPidAndCommand) {
   AddProcess("4242", "fio", "/dev/null");
   AddProcess("4343", "bash", "/");
   DeviceNumber null_device{::major(st.st_rdev), ::minor(st.st_rdev), /*block=*/false};
-  EXPECT_THAT(FindOpeners(null_device, "ublkb7", sources_), ElementsAre("pid 4242 (fio)"));
+  EXPECT_THAT(FindOpeners(null_device, "ublkb7", sources_).found, ElementsAre("pid 4242 (fio)"));
 }
 
 TEST_F(FindOpenersTest, SameNumbersOfTheOtherDeviceTypeAreNotAnOpener) {
@@ -73,17 +89,38 @@ TEST_F(FindOpenersTest, SameNumbersOfTheOtherDeviceTypeAreNotAnOpener) {
   ASSERT_EQ(::stat("/dev/null", &st), 0);
   AddProcess("4242", "fio", "/dev/null");
   DeviceNumber block_with_same_numbers{::major(st.st_rdev), ::minor(st.st_rdev), true};
-  EXPECT_THAT(FindOpeners(block_with_same_numbers, "ublkb7", sources_), IsEmpty());
+  EXPECT_THAT(FindOpeners(block_with_same_numbers, "ublkb7", sources_).found, IsEmpty());
 }
 
 TEST_F(FindOpenersTest, NamesHoldersAndMountPoints) {
   fs::create_directories(root_ / "sys/block/ublkb0/holders/dm-3");
-  EXPECT_THAT(FindOpeners(DeviceNumber{259, 0, true}, "ublkb0", sources_),
+  EXPECT_THAT(FindOpeners(DeviceNumber{259, 0, true}, "ublkb0", sources_).found,
               ElementsAre("holder dm-3", "mounted at /mnt/data", "mounted at /srv/with space"));
 }
 
 TEST_F(FindOpenersTest, AnUnusedDeviceHasNoOpeners) {
-  EXPECT_THAT(FindOpeners(DeviceNumber{259, 5, true}, "ublkb5", sources_), IsEmpty());
+  const Openers openers = FindOpeners(DeviceNumber{259, 5, true}, "ublkb5", sources_);
+  EXPECT_THAT(openers.found, IsEmpty());
+  EXPECT_EQ(openers.blind_spot, "");
+}
+
+TEST_F(FindOpenersTest, AMountInAnotherMountNamespaceIsFoundOnceAndNamesAProcessInIt) {
+  const std::string theirs = "40 30 259:0 / /var/lib/kubelet/pods/x rw - ext4 /dev/ublkb0 rw\n";
+  AddProcess("77", "sleep", "/");
+  InMountNamespace("77", "b", theirs);
+  AddProcess("78", "sh", "/");
+  InMountNamespace("78", "b", theirs);
+  EXPECT_THAT(FindOpeners(DeviceNumber{259, 0, true}, "ublkb0", sources_).found,
+              ElementsAre("mounted at /mnt/data", "mounted at /srv/with space",
+                          "mounted at /var/lib/kubelet/pods/x in the mount namespace of pid 77 "
+                          "(sleep)"));
+}
+
+TEST_F(FindOpenersTest, OutsideTheHostsPidNamespaceTheScanSaysItIsBlind) {
+  sources_.host_pid_namespace_inode = 1;
+  const Openers openers = FindOpeners(DeviceNumber{259, 5, true}, "ublkb5", sources_);
+  EXPECT_THAT(openers.found, IsEmpty());
+  EXPECT_THAT(openers.blind_spot, ::testing::HasSubstr("hostPID"));
 }
 
 }  // namespace

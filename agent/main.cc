@@ -28,6 +28,7 @@
 #include "agent/metrics/completion_locality_probe.h"
 #include "agent/metrics/metrics_collector.h"
 #include "agent/service_notifier.h"
+#include "agent/termination_watch.h"
 #include "agent/version.h"
 #include "agent/volumes/file_dirs.h"
 #include "agent/volumes/state_dir_lock.h"
@@ -403,16 +404,18 @@ struct CompletionLocality {
 };
 
 // Takes over what a previous agent left and starts retrying what it could not.
-void RestoreVolumes(blk::agent::VolumeTable& volumes) {
+void RestoreVolumes(blk::agent::VolumeTable& volumes, blk::agent::TerminationWatch& watch) {
   for (const std::string& problem : volumes.Restore()) spdlog::warn("restore: {}", problem);
   volumes.StartRetrying();
+  watch.MarkRestored();
 }
 
 // Listens while the volumes are reconciled (`restored`: calls wait meanwhile, the health service
 // says NOT_SERVING), then serves gRPC (and tells systemd it is ready) until SIGTERM or SIGINT and
-// stops the server. False when it cannot listen.
-bool ServeUntilSignal(const Options& options, const AccessGroups& groups, const sigset_t& signals,
-                      blk::agent::VolumeTable& volumes,
+// stops the server. A signal during the restore ends it after the volume under way. False when it
+// cannot listen.
+bool ServeUntilSignal(const Options& options, const AccessGroups& groups,
+                      blk::agent::TerminationWatch& watch, blk::agent::VolumeTable& volumes,
                       const blk::agent::BpfLocalityStatus& bpf_locality,
                       const std::future<void>& restored) {
   // Outlives the server: its workers answer every call the server still waits for.
@@ -431,16 +434,21 @@ bool ServeUntilSignal(const Options& options, const AccessGroups& groups, const 
                blk::agent::kAgentVersion, options.socket,
                options.listen_tcp.empty() ? "" : " and (mutual TLS) " + options.listen_tcp,
                options.state_dir);
-  restored.wait();
-  // Listed before the calls open, so it counts only what reconciliation took back.
-  const std::string status = blk::agent::ServingStatus(volumes.List());
-  calls.Open();
-  endpoints->server->GetHealthCheckService()->SetServingStatus(true);
-  spdlog::info("serving ({} workers, up to {} waiting calls)", options.grpc_threads,
-               options.max_waiting_calls);
-  blk::agent::NotifyReady(status);
-  const int signal = blk::WaitForTerminationSignal(signals);
-  spdlog::info("received {}, stopping", strsignal(signal));
+  if (!watch.WaitRestoredOrSignal()) {
+    spdlog::info("received {} while reconciling; stopping after the volume under way",
+                 strsignal(watch.WaitSignal()));
+    volumes.StopRestoring();
+    restored.wait();
+  } else {
+    // Listed before the calls open, so it counts only what reconciliation took back.
+    const std::string status = blk::agent::ServingStatus(volumes.List());
+    calls.Open();
+    endpoints->server->GetHealthCheckService()->SetServingStatus(true);
+    spdlog::info("serving ({} workers, up to {} waiting calls)", options.grpc_threads,
+                 options.max_waiting_calls);
+    blk::agent::NotifyReady(status);
+    spdlog::info("received {}, stopping", strsignal(watch.WaitSignal()));
+  }
   blk::agent::NotifyStopping(options.on_exit == "delete" ? "stopping; deleting the devices"
                                                          : "stopping; leaving the devices");
   calls.Close();
@@ -517,8 +525,9 @@ int Run(const Options& options, const sigset_t& signals) {
       blk::agent::RealNvmeNamespaceProbe(), options.limits, std::move(*file_dirs));
   // The devices a previous agent left hold their I/O until recovered: reconcile at once, while
   // the rest starts. Every path below waits for it before it touches the devices.
+  blk::agent::TerminationWatch watch(signals);
   std::future<void> restored =
-      std::async(std::launch::async, [&volumes] { RestoreVolumes(volumes); });
+      std::async(std::launch::async, [&volumes, &watch] { RestoreVolumes(volumes, watch); });
 
   const CompletionLocality locality(options);
   auto collector = std::make_shared<blk::agent::MetricsCollector>(
@@ -532,7 +541,7 @@ int Run(const Options& options, const sigset_t& signals) {
       return 1;
     }
   }
-  if (!ServeUntilSignal(options, *groups, signals, volumes, locality.status, restored)) {
+  if (!ServeUntilSignal(options, *groups, watch, volumes, locality.status, restored)) {
     restored.wait();
     volumes.DetachAll();
     return 1;

@@ -113,6 +113,7 @@ std::string RenderVolume(const blk::v1::Volume& volume) {
     fields.push_back({"server errors", absl::StrCat(status.server_errors())});
     fields.push_back({"protocol errors", absl::StrCat(status.protocol_errors())});
     fields.push_back({"io timeouts", absl::StrCat(status.io_timeouts())});
+    fields.push_back({"flush losses", absl::StrCat(status.unflushed_losses())});
   }
   if (volume.poll()) fields.push_back({"poll", "yes"});
   if (!status.copy_mode().empty()) fields.push_back({"copy mode", status.copy_mode()});

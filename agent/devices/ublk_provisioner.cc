@@ -35,7 +35,8 @@ class UblkVolumeDevice final : public VolumeDevice {
     return {.reconnects = nbd_->reconnects.load(std::memory_order_relaxed),
             .server_errors = nbd_->server_errors.load(std::memory_order_relaxed),
             .protocol_errors = nbd_->protocol_errors.load(std::memory_order_relaxed),
-            .io_timeouts = nbd_->timeouts.load(std::memory_order_relaxed)};
+            .io_timeouts = nbd_->timeouts.load(std::memory_order_relaxed),
+            .unflushed_losses = nbd_->unflushed_losses.load(std::memory_order_relaxed)};
   }
   std::string backend_lost() const override {
     if (!nvme_) return {};

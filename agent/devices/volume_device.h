@@ -18,6 +18,7 @@ struct BackendFaults {
   uint64_t server_errors = 0;
   uint64_t protocol_errors = 0;
   uint64_t io_timeouts = 0;
+  uint64_t unflushed_losses = 0;
 };
 
 // The block device that serves one volume, as the volume table sees it.

@@ -221,18 +221,20 @@ void AppendBackendFaultFamilies(const std::vector<v1::Volume>& volumes,
   MetricFamily reconnects = Family(
       "blk_volume_backend_reconnects_total",
       "Times the volume's backend re-established its connection (NBD).", MetricType::Counter);
-  MetricFamily errors =
-      Family("blk_volume_backend_errors_total",
-             "Backend faults (NBD): requests the server failed (server), connections dropped for a "
-             "malformed reply (protocol), requests failed after io_timeout (timeout).",
-             MetricType::Counter);
+  MetricFamily errors = Family(
+      "blk_volume_backend_errors_total",
+      "Backend faults (NBD): requests the server failed (server), connections dropped for a "
+      "malformed reply (protocol), requests failed after io_timeout (timeout), FLUSHes failed "
+      "because a dropped connection may have lost acknowledged writes (unflushed_loss).",
+      MetricType::Counter);
   for (const v1::Volume& volume : volumes) {
     if (!volume.has_nbd()) continue;
     const v1::VolumeStatus& status = volume.status();
     AddSample(reconnects, {{"volume", volume.id()}}, static_cast<double>(status.reconnects()));
     for (const auto& [kind, n] : {std::pair{"server", status.server_errors()},
                                   std::pair{"protocol", status.protocol_errors()},
-                                  std::pair{"timeout", status.io_timeouts()}}) {
+                                  std::pair{"timeout", status.io_timeouts()},
+                                  std::pair{"unflushed_loss", status.unflushed_losses()}}) {
       AddSample(errors, {{"volume", volume.id()}, {"kind", kind}}, static_cast<double>(n));
     }
   }

@@ -95,7 +95,13 @@ std::vector<std::string> VolumeTable::Restore() {
     problems.push_back(
         absl::StrCat("ublk device ", id, " is not in this agent's registry; leaving it alone"));
   }
-  for (const VolumeRegistry::Record& record : loaded.records) {
+  for (size_t i = 0; i < loaded.records.size(); ++i) {
+    if (restore_stopped_.load(std::memory_order_relaxed)) {
+      problems.push_back(absl::StrCat("stopping: ", loaded.records.size() - i,
+                                      " volume(s) left for the next agent, not restored"));
+      break;
+    }
+    const VolumeRegistry::Record& record = loaded.records[i];
     const v1::Volume spec = NormalizeVolumeSpec(record.spec);
     std::optional<BusyClaim> claim;
     {

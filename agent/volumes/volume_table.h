@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <list>
 #include <memory>
@@ -55,6 +56,9 @@ class VolumeTable {
   // stay listed in state DEGRADED with the reason. Kernel devices no record
   // claims are reported and left alone. Returns the problems found, for the log.
   std::vector<std::string> Restore();
+  // The agent is stopping: Restore ends after the volume under way. The volumes it did not reach
+  // stay as the previous agent left them (their devices hold their I/O for the next agent).
+  void StopRestoring() { restore_stopped_.store(true, std::memory_order_relaxed); }
 
   // ublk devices the kernel has that no volume of this agent claims: never
   // touched, only reported.
@@ -129,6 +133,7 @@ class VolumeTable {
   const VolumeLimits limits_;
   const FileDirs file_dirs_;
   DeviceReconciler reconciler_;
+  std::atomic<bool> restore_stopped_{false};
   mutable absl::Mutex mutex_;
   VolumeEntries entries_ ABSL_GUARDED_BY(mutex_);
   // Last: its thread calls into the table, so it ends before the rest is destroyed.

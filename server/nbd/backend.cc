@@ -8,9 +8,10 @@ uint64_t Backend::ForwardedRequestUserData(uint32_t slot) {
   return EventUserData(kForwarded, slot);
 }
 
-Backend::Backend(Connection connection, const BackendOptions& options,
+Backend::Backend(std::optional<Connection> connection, const BackendOptions& options,
                  std::unique_ptr<Reconnector> reconnector, std::shared_ptr<Stats> stats)
-    : requests_(connection.info, options.queue_depth, options.shared, stats),
+    : requests_(connection.has_value() ? std::optional<ExportInfo>(connection->info) : std::nullopt,
+                options.queue_depth, options.shared, stats),
       transport_(std::move(connection), requests_, options, std::move(reconnector),
                  std::move(stats)) {}
 

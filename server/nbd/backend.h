@@ -11,6 +11,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "server/backend.h"
 #include "server/nbd/handshake.h"
@@ -30,7 +31,9 @@ struct BackendOptions : TransportOptions {
 
 class Backend final : public server::Backend {
  public:
-  Backend(Connection connection, const BackendOptions& options,
+  // Without a `connection` (its server is down) it starts reconnecting; I/O waits for it, or
+  // fails at io_timeout.
+  Backend(std::optional<Connection> connection, const BackendOptions& options,
           std::unique_ptr<Reconnector> reconnector, std::shared_ptr<Stats> stats);
 
   absl::Status Attach(Ring& ring, int first_file, Completer completer) override;

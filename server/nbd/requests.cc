@@ -18,7 +18,7 @@ size_t SlotCount(uint16_t queue_depth, const SharedConnection* shared) {
 
 }  // namespace
 
-Requests::Requests(const ExportInfo& info, uint16_t queue_depth,
+Requests::Requests(const std::optional<ExportInfo>& info, uint16_t queue_depth,
                    std::shared_ptr<SharedConnection> shared, std::shared_ptr<Stats> stats)
     : queue_depth_(queue_depth),
       shared_(std::move(shared)),
@@ -26,7 +26,7 @@ Requests::Requests(const ExportInfo& info, uint16_t queue_depth,
       tags_(SlotCount(queue_depth, shared_.get())),
       unreplied_(tags_.size()),
       send_queue_(tags_.size()) {
-  UseExport(info);
+  if (info.has_value()) UseExport(*info);
   zeroes_.assign(std::min<size_t>(max_chunk_, kMaxZeroBuffer), 0);
 }
 
@@ -41,8 +41,9 @@ void Requests::Attach(Ring& ring, Completer completer) {
 
 void Requests::UseExport(const ExportInfo& info) {
   info_ = info;
+  export_known_ = true;
   // Requests carry at most the server's maximum payload, in whole minimum blocks.
-  uint32_t max = std::min<uint32_t>(info_.max_payload, 32u * 1024 * 1024);
+  uint32_t max = std::min<uint32_t>(info_.max_payload, kMaxPayloadBytes);
   max -= max % info_.min_block;
   max_chunk_ = std::max(max, info_.min_block);
   server_shutting_down_ = false;
@@ -81,6 +82,20 @@ bool Requests::Reply(uint32_t slot) {
 
 void Requests::Start(uint32_t slot, const BlockIo& io) {
   const bool fua = io.flags & abi::kIoFFua;
+  TagState& s = tags_[slot];
+  s.io = io;
+  if (!export_known_) {
+    if (!failing_) {
+      s.phase = Phase::kDeferred;
+      return;
+    }
+    stats_->timeouts.fetch_add(1, std::memory_order_relaxed);
+    return Finish(slot, -EIO);
+  }
+  s.flush_after = fua && !info_.can_fua() && info_.can_flush() &&
+                  (io.op == abi::kIoOpWrite || io.op == abi::kIoOpWriteZeroes);
+  s.lost = s.flushes() && loss_unreported_;
+  if (s.lost) loss_unreported_ = false;
   // Nothing to make durable that the server would not.
   if (io.op == abi::kIoOpFlush && !info_.can_flush()) return Finish(slot, 0);
   // Discard is advisory: a server that cannot trim ignores it successfully.
@@ -91,14 +106,10 @@ void Requests::Start(uint32_t slot, const BlockIo& io) {
     stats_->timeouts.fetch_add(1, std::memory_order_relaxed);
     return Finish(slot, -EIO);
   }
-  TagState& s = tags_[slot];
-  s.io = io;
   s.started = false;
   s.done = 0;
   s.flushing = false;
   s.zero_fill = io.op == abi::kIoOpWriteZeroes && !info_.can_write_zeroes();
-  s.flush_after = fua && !info_.can_fua() && info_.can_flush() &&
-                  (io.op == abi::kIoOpWrite || io.op == abi::kIoOpWriteZeroes);
   NextRequest(slot);
   Enqueue(slot);
 }
@@ -185,6 +196,8 @@ size_t Requests::Gather(iovec* iov, size_t capacity) {
     --send_count_;
     TagState& s = tags_[slot];
     if (s.phase != Phase::kQueued) continue;
+    // What the server acknowledged before it receives the FLUSH is what the FLUSH makes durable.
+    if (s.command == kCmdFlush) s.flush_covers = acked_writes_;
     iov[n++] = {s.header, sizeof(s.header)};
     if (s.command == kCmdWrite && s.chunk > 0) {
       void* payload = s.zero_fill ? static_cast<void*>(zeroes_.data())
@@ -198,6 +211,11 @@ size_t Requests::Gather(iovec* iov, size_t capacity) {
 
 void Requests::Finish(uint32_t slot, int32_t result) {
   TagState& s = tags_[slot];
+  if (s.lost && result >= 0) {
+    stats_->unflushed_losses.fetch_add(1, std::memory_order_relaxed);
+    result = -EIO;
+  }
+  s.lost = false;
   s.result = result;
   if (slot >= queue_depth_) {
     if (!Reply(slot)) unreplied_.Add(slot);
@@ -233,6 +251,7 @@ void Requests::Complete(uint64_t cookie) {
     Finish(slot, -ErrnoOfNbdError(s.target.nbd_error));
     return;
   }
+  CountDurability(s);
   if (!s.flushing) s.done += s.chunk;
   if (NextRequest(slot)) {
     Enqueue(slot);
@@ -242,11 +261,45 @@ void Requests::Complete(uint64_t cookie) {
   Finish(slot, transfers ? static_cast<int32_t>(s.io.length) : 0);
 }
 
+void Requests::CountDurability(const TagState& s) {
+  if (!info_.can_flush()) return;
+  switch (s.command) {
+    case kCmdWrite:
+    case kCmdWriteZeroes:
+    case kCmdTrim:
+      if (!(s.command_flags & kCmdFlagFua)) ++acked_writes_;
+      break;
+    case kCmdFlush:
+      flushed_writes_ = std::max(flushed_writes_, s.flush_covers);
+      break;
+    default:
+      break;
+  }
+}
+
+void Requests::ConnectionLost() {
+  if (acked_writes_ > flushed_writes_) {
+    bool reported = false;
+    for (TagState& s : tags_) {
+      if (!s.waiting() || !s.flushes()) continue;
+      s.lost = true;
+      reported = true;
+    }
+    loss_unreported_ = loss_unreported_ || !reported;
+  }
+  acked_writes_ = 0;
+  flushed_writes_ = 0;
+}
+
 void Requests::Resend() {
   failing_ = false;
   ClearSendQueue();
   for (uint32_t slot = 0; slot < tags_.size(); ++slot) {
     TagState& s = tags_[slot];
+    if (s.phase == Phase::kDeferred) {
+      Start(slot, s.io);
+      continue;
+    }
     if (!s.waiting()) continue;
     EncodeHeader(s, s.target.offset);  // the same request under a new cookie
     Enqueue(slot);

@@ -7,6 +7,11 @@
 // ends through the queue's Completer, or, forwarded, with a CqeKind::kResult message to its queue's
 // ring.
 //
+// Durability (exports with a write cache, SEND_FLUSH): writes the server acknowledged but no FLUSH
+// has covered yet may die with its cache when the connection drops (a crash). They are not kept
+// for a replay; the loss is reported instead: every FLUSH waiting at the drop, or else the next
+// one, fails with EIO, as the kernel reports a lost page-cache writeback at the next fsync.
+//
 // io_timeout: an outage opens when the connection drops and closes when the server answers a
 // request again; the Transport times it and, when it lasts io_timeout, fails every waiting request
 // here, and new ones fail at once until a connection is back. Knows nothing of sockets.
@@ -18,21 +23,28 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "server/backend.h"
 #include "server/nbd/protocol.h"
 #include "server/nbd/shared_connection.h"
 #include "server/nbd/stats.h"
+#include "server/ublk/abi.h"
 #include "server/ublk/sqe_waitlist.h"
 
 namespace blk::server::nbd {
 
 class Requests final : public ReplyTargets {
  public:
+  static constexpr uint32_t kMaxPayloadBytes =
+      32u * 1024 * 1024;  // per request, whatever the server
+
   // `shared`: the volume's queues share this connection (it is queue 0's); null otherwise.
-  Requests(const ExportInfo& info, uint16_t queue_depth, std::shared_ptr<SharedConnection> shared,
-           std::shared_ptr<Stats> stats);
+  // Without `info` (no connection yet: a device recovered while its server is down) requests
+  // wait, unsplit, for the first connection's export.
+  Requests(const std::optional<ExportInfo>& info, uint16_t queue_depth,
+           std::shared_ptr<SharedConnection> shared, std::shared_ptr<Stats> stats);
 
   void Attach(Ring& ring, Completer completer);
   size_t slots() const { return tags_.size(); }
@@ -65,6 +77,9 @@ class Requests final : public ReplyTargets {
   // A new connection serves: every waiting request is sent again on it, under a new cookie.
   void Resend();
 
+  // The connection dropped: acknowledged writes no FLUSH covered may be lost (see above).
+  void ConnectionLost();
+
   // Outage bookkeeping. OpenOutage: true when this drop began a new outage (arm its timer with
   // outage()); a drop before the server answered anything continues the outage under way.
   bool OpenOutage();
@@ -84,7 +99,8 @@ class Requests final : public ReplyTargets {
   void Complete(uint64_t cookie) override;
 
  private:
-  enum class Phase : uint8_t { kIdle, kQueued, kSent };
+  // kDeferred: waits for the first connection's export before it is split into requests.
+  enum class Phase : uint8_t { kIdle, kDeferred, kQueued, kSent };
 
   struct TagState {
     BlockIo io;
@@ -93,17 +109,20 @@ class Requests final : public ReplyTargets {
     bool zero_fill = false;    // WRITE_ZEROES sent as WRITEs of zeroes
     bool flush_after = false;  // FUA sent as a FLUSH after the write
     bool flushing = false;     // the request in flight is that FLUSH
+    bool lost = false;         // its FLUSH reports the loss of acknowledged writes: EIO
     uint16_t command = 0;
     uint16_t command_flags = 0;
     uint16_t seq = 0;
     uint32_t done = 0;   // bytes of io covered by answered requests
     uint32_t chunk = 0;  // length of the request in flight
     uint64_t cookie = 0;
-    int32_t result = 0;  // a forwarded request's, kept until its queue got it
+    int32_t result = 0;         // a forwarded request's, kept until its queue got it
+    uint64_t flush_covers = 0;  // a FLUSH's: acked_writes_ when it was sent
     ReplyTarget target;
     uint8_t header[kRequestHeaderBytes] = {};
 
-    bool waiting() const { return phase == Phase::kQueued || phase == Phase::kSent; }
+    bool waiting() const { return phase != Phase::kIdle; }
+    bool flushes() const { return io.op == abi::kIoOpFlush || flush_after; }
   };
 
   void Start(uint32_t slot, const BlockIo& io);
@@ -112,6 +131,8 @@ class Requests final : public ReplyTargets {
   void Enqueue(uint32_t slot);
   void ClearSendQueue();
   void Finish(uint32_t slot, int32_t result);
+  // A reply without error to the slot's request in flight: what it makes durable is counted.
+  void CountDurability(const TagState& s);
   // Posts a forwarded request's result to its queue's ring; false when no SQE was free.
   bool Reply(uint32_t slot);
 
@@ -122,12 +143,19 @@ class Requests final : public ReplyTargets {
   Completer completer_;
 
   ExportInfo info_;
-  uint32_t max_chunk_ = 0;
+  bool export_known_ = false;  // a connection told what the export offers
+  uint32_t max_chunk_ = kMaxPayloadBytes;
   bool server_shutting_down_ = false;  // it answered NBD_ESHUTDOWN on this connection
   uint32_t outage_ = 0;                // bumped at each drop; the io_timeout timer names the outage
   // From a drop until the server answers a request again (reconnecting alone does not end it).
   bool outage_open_ = false;
   bool failing_ = false;  // the outage outlasted io_timeout
+
+  // This connection's write-class requests (WRITE, WRITE_ZEROES, TRIM; not FUA) the server
+  // acknowledged, and how many of them a FLUSH it answered covers. Only with SEND_FLUSH.
+  uint64_t acked_writes_ = 0;
+  uint64_t flushed_writes_ = 0;
+  bool loss_unreported_ = false;  // a drop lost writes while no FLUSH waited: the next one fails
 
   std::vector<TagState> tags_;
   SqeWaitlist unreplied_;             // forwarded requests whose result waits for an SQE

@@ -13,6 +13,8 @@ struct Stats {
   std::atomic<uint64_t> protocol_errors{0};  // connections dropped for a malformed reply
   // Requests failed with EIO after io_timeout (waiting ones, and new ones while still down).
   std::atomic<uint64_t> timeouts{0};
+  // FLUSHes failed with EIO: a connection dropped while acknowledged writes were not yet flushed.
+  std::atomic<uint64_t> unflushed_losses{0};
 };
 
 }  // namespace blk::server::nbd

@@ -6,14 +6,39 @@
 #include "server/nbd/forwarding_backend.h"
 
 namespace blk::server::nbd {
+namespace {
+
+constexpr std::chrono::milliseconds kRecoverDialTimeout{2000};
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Storage>> Storage::Open(const NbdBackendConfig& backend,
-                                                       const DeviceConfig& config) {
+                                                       const DeviceConfig& config,
+                                                       OpenPurpose purpose) {
   absl::StatusOr<Address> address = ParseUri(backend.uri);
   if (!address.ok()) return address.status();
   const std::chrono::milliseconds connect_timeout(backend.connect_timeout_ms);
-  absl::StatusOr<Connection> connection = Connect(*address, connect_timeout);
-  if (!connection.ok()) return connection.status();
+  std::unique_ptr<Storage> storage(new Storage());
+  storage->address_ = *address;
+  storage->connect_timeout_ = connect_timeout;
+  storage->options_.read_only = config.read_only;
+  storage->device_size_->store(config.size_bytes, std::memory_order_release);
+  storage->options_.device_size = storage->device_size_;
+  storage->options_.io_timeout_ms = backend.io_timeout_ms;
+  storage->queues_ = std::max<uint16_t>(config.queues, 1);
+  if (backend.stats != nullptr) storage->stats_ = backend.stats;
+
+  // A recovery waits at most kRecoverDialTimeout for the server: its device's I/O is held
+  // meanwhile, and the agent's restore waits for it.
+  const bool recover = purpose == OpenPurpose::kRecover;
+  absl::StatusOr<Connection> connection =
+      Connect(*address, recover ? std::min(connect_timeout, kRecoverDialTimeout) : connect_timeout);
+  if (!connection.ok()) {
+    if (recover && absl::IsUnavailable(connection.status())) {
+      return storage;
+    }
+    return connection.status();
+  }
   const ExportInfo& info = connection->info;
   const std::string where = address->ToString();
   if (config.size_bytes > info.size) {
@@ -30,17 +55,8 @@ absl::StatusOr<std::unique_ptr<Storage>> Storage::Open(const NbdBackendConfig& b
         absl::StrCat("NBD export ", where, " needs blocks of at least ", info.min_block,
                      " bytes, above the volume's logical block size ", config.logical_block_size));
   }
-  std::unique_ptr<Storage> storage(new Storage());
-  storage->address_ = *address;
-  storage->connect_timeout_ = connect_timeout;
   storage->info_ = info;
-  storage->options_.read_only = config.read_only;
-  storage->device_size_->store(config.size_bytes, std::memory_order_release);
-  storage->options_.device_size = storage->device_size_;
-  storage->options_.io_timeout_ms = backend.io_timeout_ms;
   storage->first_ = std::move(*connection);
-  storage->queues_ = std::max<uint16_t>(config.queues, 1);
-  if (backend.stats != nullptr) storage->stats_ = backend.stats;
   return storage;
 }
 
@@ -70,7 +86,7 @@ absl::StatusOr<std::unique_ptr<server::Backend>> Storage::NewQueueBackend(uint16
     return absl::FailedPreconditionError(absl::StrCat("NBD volume on ", address_.ToString(),
                                                       " was opened for ", queues_, " queues"));
   }
-  const bool shared = queues_ > 1 && !info_.can_multi_conn();
+  const bool shared = queues_ > 1 && !(info_.has_value() && info_->can_multi_conn());
   if (shared && queues_made_ > 0) {
     if (queue_depth != shared_->depth) {
       return absl::FailedPreconditionError(
@@ -79,11 +95,11 @@ absl::StatusOr<std::unique_ptr<server::Backend>> Storage::NewQueueBackend(uint16
     }
     return std::make_unique<ForwardingBackend>(shared_, queues_made_++);
   }
-  Connection connection;
+  std::optional<Connection> connection;  // none: the server could not be reached at Open
   if (first_.has_value()) {
     connection = std::move(*first_);
     first_.reset();
-  } else {
+  } else if (info_.has_value()) {
     absl::StatusOr<Connection> more = Connect(address_, connect_timeout_);
     if (!more.ok()) return more.status();
     connection = std::move(*more);

@@ -20,16 +20,23 @@ namespace blk::server::nbd {
 class Storage final : public server::Storage {
  public:
   // Connects and negotiates; refuses a volume larger than the export, a writable volume on a
-  // read-only export, and a logical block size below the server's minimum.
+  // read-only export, and a logical block size below the server's minimum. For a device the
+  // kernel holds (kRecover), a server that cannot be reached within 2 s (or the connect timeout,
+  // if shorter) does not stop the recovery: the
+  // queues start without a connection and keep dialling, the kernel's held I/O waits for the
+  // server or fails at io_timeout, as in any outage, and the checks apply to the export found
+  // then. Such a volume's queues share one connection (multi-conn is not known yet).
   static absl::StatusOr<std::unique_ptr<Storage>> Open(const NbdBackendConfig& backend,
-                                                       const DeviceConfig& config);
+                                                       const DeviceConfig& config,
+                                                       OpenPurpose purpose = OpenPurpose::kCreate);
   absl::StatusOr<std::unique_ptr<server::Backend>> NewQueueBackend(uint16_t queue_depth) override;
   // Asks the server again for the export's size (it may have grown since Open): FailedPrecondition
   // when it is still smaller than `size_bytes`. Otherwise a reconnect from then on must find the
   // export at least `size_bytes` large. Blocking (a new connection).
   absl::Status Grow(uint64_t size_bytes) override;
 
-  const ExportInfo& export_info() const { return info_; }
+  // What the export offered at Open; nothing when its server could not be reached (kRecover).
+  const std::optional<ExportInfo>& export_info() const { return info_; }
   const std::shared_ptr<Stats>& stats() const { return stats_; }
 
  private:
@@ -37,7 +44,7 @@ class Storage final : public server::Storage {
 
   Address address_;
   std::chrono::milliseconds connect_timeout_{0};  // NbdBackendConfig::connect_timeout_ms
-  ExportInfo info_;
+  std::optional<ExportInfo> info_;
   BackendOptions options_;
   // The size a reconnected export must still have; the queues' backends share it.
   std::shared_ptr<std::atomic<uint64_t>> device_size_ = std::make_shared<std::atomic<uint64_t>>(0);

@@ -21,15 +21,20 @@ constexpr uint32_t kDirectRecvMinBytes = 16 * 1024;
 
 }  // namespace
 
-Transport::Transport(Connection connection, Requests& requests, const TransportOptions& options,
-                     std::unique_ptr<Reconnector> reconnector, std::shared_ptr<Stats> stats)
+Transport::Transport(std::optional<Connection> connection, Requests& requests,
+                     const TransportOptions& options, std::unique_ptr<Reconnector> reconnector,
+                     std::shared_ptr<Stats> stats)
     : requests_(requests),
       options_(options),
       reconnector_(std::move(reconnector)),
       stats_(std::move(stats)),
       iov_(std::min<size_t>(2 * requests.slots(), IOV_MAX)),
       recv_buffer_(kRecvBufferBytes) {
-  UseConnection(std::move(connection));
+  if (connection.has_value()) {
+    UseConnection(std::move(*connection));
+  } else {
+    state_ = State::kReconnecting;
+  }
 }
 
 Transport::~Transport() {
@@ -53,7 +58,13 @@ void Transport::UseConnection(Connection connection) {
 
 void Transport::Attach(Ring& ring) {
   ring_ = &ring;
-  ArmRecv();
+  if (state_ == State::kConnected) {
+    ArmRecv();
+    return;
+  }
+  if (requests_.OpenOutage()) ArmTimer();
+  reconnector_->Start();
+  ArmReconnectPoll();
 }
 
 void Transport::ArmWaitingOps() {
@@ -237,6 +248,7 @@ void Transport::Drop() {
   state_ = State::kDraining;
   // What waited for an SQE belonged to this connection: the next one sends and receives anew.
   waiting_for_sqe_ &= static_cast<uint8_t>(~(kWaitSend | kWaitRecv));
+  requests_.ConnectionLost();
   if (requests_.OpenOutage()) ArmTimer();
   // Makes the pending RECV see EOF and the pending SENDMSG fail, so both come back.
   ::shutdown(socket_.get(), SHUT_RDWR);

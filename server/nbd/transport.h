@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "common/unique_fd.h"
@@ -42,9 +43,11 @@ struct TransportOptions {
 
 class Transport {
  public:
-  // `requests` outlives the Transport.
-  Transport(Connection connection, Requests& requests, const TransportOptions& options,
-            std::unique_ptr<Reconnector> reconnector, std::shared_ptr<Stats> stats);
+  // `requests` outlives the Transport. Without a `connection` it starts reconnecting at Attach,
+  // an outage under way (io_timeout counts from then).
+  Transport(std::optional<Connection> connection, Requests& requests,
+            const TransportOptions& options, std::unique_ptr<Reconnector> reconnector,
+            std::shared_ptr<Stats> stats);
   // Ends the connection the way the protocol asks when it is between two requests.
   ~Transport();
   Transport(const Transport&) = delete;

@@ -61,7 +61,8 @@ class NbdBackendTest : public ::testing::Test {
 
   // Opens the storage and one queue's backend on `uri`.
   absl::Status Open(const std::string& uri, uint32_t io_timeout_ms = 30000,
-                    uint64_t size = kExportBytes, bool read_only = false, uint16_t queues = 1) {
+                    uint64_t size = kExportBytes, bool read_only = false, uint16_t queues = 1,
+                    OpenPurpose purpose = OpenPurpose::kCreate) {
     DeviceConfig config;
     config.size_bytes = size;
     config.read_only = read_only;
@@ -72,7 +73,8 @@ class NbdBackendTest : public ::testing::Test {
     backend.io_timeout_ms = io_timeout_ms;
     backend.connect_timeout_ms = connect_timeout_ms_;
     backend.stats = stats_;
-    absl::StatusOr<std::unique_ptr<nbd::Storage>> storage = nbd::Storage::Open(backend, config);
+    absl::StatusOr<std::unique_ptr<nbd::Storage>> storage =
+        nbd::Storage::Open(backend, config, purpose);
     if (!storage.ok()) return storage.status();
     storage_ = std::move(*storage);
     absl::StatusOr<std::unique_ptr<Backend>> queue_backend = storage_->NewQueueBackend(kDepth);
@@ -219,7 +221,7 @@ class NbdBackendTest : public ::testing::Test {
 TEST_F(NbdBackendTest, RandomWritesReadBackOverUnixSocket) {
   StartKit({"memory", "64M"});
   ASSERT_TRUE(Open(kit_->uri()).ok());
-  EXPECT_TRUE(storage_->export_info().structured_replies);
+  EXPECT_TRUE(storage_->export_info()->structured_replies);
   RandomWriteReadBack(kExportBytes, 4);
 }
 
@@ -232,14 +234,14 @@ TEST_F(NbdBackendTest, RandomWritesReadBackOverLoopbackTcp) {
 TEST_F(NbdBackendTest, SimpleRepliesOnlyWithNoSr) {
   StartKit({"--no-sr", "memory", "64M"});
   ASSERT_TRUE(Open(kit_->uri()).ok());
-  EXPECT_FALSE(storage_->export_info().structured_replies);
+  EXPECT_FALSE(storage_->export_info()->structured_replies);
   RandomWriteReadBack(kExportBytes, 3);
 }
 
 TEST_F(NbdBackendTest, FuaFlushTrimAndWriteZeroes) {
   StartKit({"memory", "64M"});
   ASSERT_TRUE(Open(kit_->uri()).ok());
-  const nbd::ExportInfo& info = storage_->export_info();
+  const nbd::ExportInfo& info = *storage_->export_info();
   EXPECT_TRUE(info.can_fua() && info.can_flush() && info.can_trim() && info.can_write_zeroes());
   RandomWriteReadBack(1 << 20, 1, 64 * 1024, abi::kIoFFua);
   EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
@@ -264,7 +266,7 @@ TEST_F(NbdBackendTest, WriteZeroesAndFuaAreEmulatedWhenTheServerLacksThem) {
   StartKit({"--filter=nozero", "--filter=fua", "--filter=blocksize-policy", "memory", "64M",
             "blocksize-maximum=65536", "blocksize-error-policy=error"});
   ASSERT_TRUE(Open(kit_->uri()).ok());
-  const nbd::ExportInfo& info = storage_->export_info();
+  const nbd::ExportInfo& info = *storage_->export_info();
   ASSERT_FALSE(info.can_write_zeroes());
   ASSERT_FALSE(info.can_fua());
   ASSERT_TRUE(info.can_flush());
@@ -287,7 +289,7 @@ TEST_F(NbdBackendTest, RequestsAboveTheServerMaximumAreSplit) {
   StartKit({"--filter=blocksize-policy", "memory", "64M", "blocksize-maximum=65536",
             "blocksize-error-policy=error"});
   ASSERT_TRUE(Open(kit_->uri()).ok());
-  EXPECT_EQ(storage_->export_info().max_payload, 65536u);
+  EXPECT_EQ(storage_->export_info()->max_payload, 65536u);
   RandomWriteReadBack(kExportBytes, 2, Driver::kMaxIoBytes);
   ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, Driver::kMaxIoBytes)), 1 << 20);
 }
@@ -566,7 +568,7 @@ TEST_F(NbdBackendTest, AReconnectAfterAGrowNeedsTheGrownSize) {
 TEST_F(NbdBackendTest, EachQueueGetsItsOwnConnectionWithMultiConn) {
   StartKit({"memory", "64M"});
   ASSERT_TRUE(Open(kit_->uri(), 30000, kExportBytes, false, /*queues=*/2).ok());
-  ASSERT_TRUE(storage_->export_info().can_multi_conn());
+  ASSERT_TRUE(storage_->export_info()->can_multi_conn());
   absl::StatusOr<std::unique_ptr<Backend>> second = storage_->NewQueueBackend(kDepth);
   ASSERT_TRUE(second.ok()) << second.status();
   Driver other(std::move(*second), kDepth);
@@ -901,6 +903,135 @@ TEST_F(NbdBackendTest, IoTimeoutDuringALargeReadFailsItOnceAndRecovers) {
   EXPECT_EQ(storage_->stats()->protocol_errors.load(), 0u);
 }
 
+// A device the kernel held when the agent restarted, while its server was down: recovered without
+// a connection, so the agent does not wait for the server; the I/O the kernel hands over waits for
+// it, as in any outage.
+TEST_F(NbdBackendTest, RecoveredWhileTheServerIsDownIoWaitsAndIsServedOnceItIsUp) {
+  kit_ = std::make_unique<NbdKit>(Socket(), 0, std::vector<std::string>{"memory", "64M"});
+  EXPECT_TRUE(absl::IsUnavailable(Open(kit_->uri())));  // a create needs the server
+  ASSERT_TRUE(Open(kit_->uri(), 30000, kExportBytes, false, 2, OpenPurpose::kRecover).ok());
+  EXPECT_FALSE(storage_->export_info().has_value());
+  std::memset(driver_->Buffer(0), 0x5A, 8192);
+  bool started = false;
+  driver_->on_pumped = [&] {
+    if (!started) started = kit_->Start();
+  };
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, 4096, 8192)), 8192);
+  driver_->on_pumped = nullptr;
+  ASSERT_TRUE(started);
+  std::memset(driver_->Buffer(0), 0, 8192);
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 4096, 8192)), 8192);
+  EXPECT_EQ(std::vector<uint8_t>(driver_->Buffer(0), driver_->Buffer(0) + 8192),
+            std::vector<uint8_t>(8192, 0x5A));
+  EXPECT_EQ(storage_->stats()->reconnects.load(), 1u);
+  EXPECT_EQ(storage_->stats()->timeouts.load(), 0u);
+}
+
+TEST_F(NbdBackendTest, RecoveredWhileTheServerIsDownIoFailsAtIoTimeoutThenServesWhenItIsUp) {
+  kit_ = std::make_unique<NbdKit>(Socket(), 0, std::vector<std::string>{"memory", "64M"});
+  ASSERT_TRUE(Open(kit_->uri(), 300, kExportBytes, false, 1, OpenPurpose::kRecover).ok());
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 4096)), -EIO);
+  EXPECT_GE(storage_->stats()->timeouts.load(), 1u);
+  ASSERT_TRUE(kit_->Start());
+  const auto deadline = testing_nbd::Clock::now() + std::chrono::seconds(30);
+  while (storage_->stats()->reconnects.load() == 0 && testing_nbd::Clock::now() < deadline) {
+    driver_->Pump(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, 0, 4096)), 4096);
+}
+
+// Fills tag 0's buffer with `length` bytes derived from `seed`; returns them.
+std::vector<uint8_t> Fill(Driver& driver, uint32_t length, uint8_t seed) {
+  std::vector<uint8_t> bytes(length);
+  for (uint32_t i = 0; i < length; ++i) bytes[i] = static_cast<uint8_t>(seed + i * 13 + (i >> 9));
+  std::memcpy(driver.Buffer(0), bytes.data(), length);
+  return bytes;
+}
+
+TEST_F(NbdBackendTest, AFlushWaitingWhenTheServerLostAcknowledgedWritesFailsWithEio) {
+  // The server acknowledges the write into its cache, then crashes at the FLUSH, losing it. The
+  // FLUSH is sent again on the next connection, where it cannot make the write durable.
+  FakeNbdServer server(Socket(), Lie::kCacheLostAtFirstFlush);
+  ASSERT_TRUE(Open(server.uri(), 30000, FakeNbdServer::kExportBytes).ok());
+  Fill(*driver_, 64 * 1024, 1);
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, 128 * 1024, 64 * 1024)), 64 * 1024);
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), -EIO);
+  EXPECT_EQ(server.Durable(128 * 1024, 64 * 1024), std::vector<uint8_t>(64 * 1024));
+  EXPECT_EQ(server.connections(), 2);
+  EXPECT_EQ(storage_->stats()->unflushed_losses.load(), 1u);
+  // The application was told once; later FLUSHes are about later writes.
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
+  EXPECT_EQ(storage_->stats()->unflushed_losses.load(), 1u);
+  EXPECT_EQ(storage_->stats()->timeouts.load(), 0u);
+}
+
+TEST_F(NbdBackendTest, ALossWithNoFlushWaitingFailsTheNextFlush) {
+  FakeNbdServer server(Socket(), Lie::kCache);
+  ASSERT_TRUE(Open(server.uri(), 30000, FakeNbdServer::kExportBytes).ok());
+  Fill(*driver_, 64 * 1024, 2);
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, 0, 64 * 1024)), 64 * 1024);
+  server.Crash();
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 4096)), 4096);  // on the next connection
+  EXPECT_GE(storage_->stats()->reconnects.load(), 1u);
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), -EIO);
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
+  EXPECT_EQ(storage_->stats()->unflushed_losses.load(), 1u);
+}
+
+TEST_F(NbdBackendTest, WriteZeroesAndTrimAcknowledgedBeforeACrashAreLossesToo) {
+  for (const uint8_t op : {abi::kIoOpWriteZeroes, abi::kIoOpDiscard}) {
+    SCOPED_TRACE(op);
+    FakeNbdServer server(Socket(), Lie::kCache);
+    ASSERT_TRUE(Open(server.uri(), 30000, FakeNbdServer::kExportBytes).ok());
+    ASSERT_EQ(driver_->RunOne(Io(op, 0, 16 * 1024)), 16 * 1024);
+    server.Crash();
+    EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), -EIO);
+    driver_.reset();
+    storage_.reset();
+  }
+}
+
+TEST_F(NbdBackendTest, AnEmulatedFuaWriteReportsAnEarlierLossAndIsDurableItself) {
+  // The export has no FUA: a FUA write is the write and a FLUSH, which covers the lost one too.
+  FakeNbdServer server(Socket(), Lie::kCache);
+  ASSERT_TRUE(Open(server.uri(), 30000, FakeNbdServer::kExportBytes).ok());
+  Fill(*driver_, 64 * 1024, 3);
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, 0, 64 * 1024)), 64 * 1024);
+  server.Crash();
+  const std::vector<uint8_t> b = Fill(*driver_, 64 * 1024, 4);
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, 256 * 1024, 64 * 1024, abi::kIoFFua)), -EIO);
+  EXPECT_EQ(server.Durable(256 * 1024, 64 * 1024), b);
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, 512 * 1024, 64 * 1024, abi::kIoFFua)), 64 * 1024);
+  EXPECT_EQ(storage_->stats()->unflushed_losses.load(), 1u);
+}
+
+TEST_F(NbdBackendTest, FlushedWritesOutliveACrashAndNoFlushFails) {
+  FakeNbdServer server(Socket(), Lie::kCache);
+  ASSERT_TRUE(Open(server.uri(), 30000, FakeNbdServer::kExportBytes).ok());
+  const std::vector<uint8_t> a = Fill(*driver_, 64 * 1024, 5);
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, 0, 64 * 1024)), 64 * 1024);
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
+  server.Crash();
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 64 * 1024)), 64 * 1024);
+  EXPECT_EQ(std::vector<uint8_t>(driver_->Buffer(0), driver_->Buffer(0) + 64 * 1024), a);
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
+  EXPECT_GE(storage_->stats()->reconnects.load(), 1u);
+  EXPECT_EQ(storage_->stats()->unflushed_losses.load(), 0u);
+}
+
+TEST_F(NbdBackendTest, WithoutAWriteCacheAcknowledgedWritesAreDurableAndNoFlushFails) {
+  FakeNbdServer server(Socket(), Lie::kNoCache);
+  ASSERT_TRUE(Open(server.uri(), 30000, FakeNbdServer::kExportBytes).ok());
+  const std::vector<uint8_t> a = Fill(*driver_, 64 * 1024, 9);
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, 0, 64 * 1024)), 64 * 1024);
+  server.Crash();
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 64 * 1024)), 64 * 1024);
+  EXPECT_EQ(std::vector<uint8_t>(driver_->Buffer(0), driver_->Buffer(0) + 64 * 1024), a);
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
+  EXPECT_GE(storage_->stats()->reconnects.load(), 1u);
+  EXPECT_EQ(storage_->stats()->unflushed_losses.load(), 0u);
+}
+
 class NbdLyingServerTest : public NbdBackendTest, public ::testing::WithParamInterface<Lie> {};
 
 TEST_P(NbdLyingServerTest, ConnectionIsDroppedAndTheRequestRetried) {
@@ -931,6 +1062,9 @@ INSTANTIATE_TEST_SUITE_P(Lies, NbdLyingServerTest,
                              case Lie::kAlwaysShuttingDown:
                              case Lie::kDiesMidPayload:
                              case Lie::kStallsMidPayload:
+                             case Lie::kCacheLostAtFirstFlush:
+                             case Lie::kCache:
+                             case Lie::kNoCache:
                                break;  // not lies: their own tests
                            }
                            return "Unknown";

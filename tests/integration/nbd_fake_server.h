@@ -1,16 +1,19 @@
 // A tiny NBD server for the tests: negotiates structured replies and GO for a 1 MiB export of
 // zeroes, then answers the first request of its first connection with a chosen lie, and behaves
 // on every later connection. The shutdown kinds play a server going away gracefully instead; the
-// mid-payload kinds serve PatternByte data instead of zeroes.
+// mid-payload kinds serve PatternByte data instead of zeroes. The cache kinds keep what is written
+// (zeroes at first), and play a server with a volatile write cache that crashes.
 #pragma once
 
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +42,14 @@ enum class Lie {
   // data as kDiesMidPayload does, then answers nothing more until the client hangs up (the outage
   // goes on); later connections behave as kDiesMidPayload's.
   kStallsMidPayload,
+  // A write cache (SEND_FLUSH, also TRIM and WRITE_ZEROES): writes land in it, a FLUSH makes them
+  // durable; a crash (Crash) loses what is not and closes the connections. Connection 1 crashes at
+  // its first FLUSH, before answering it.
+  kCacheLostAtFirstFlush,
+  // The same cache, crashing only when told (Crash).
+  kCache,
+  // No write cache (no SEND_FLUSH): a write is durable once answered; Crash only closes.
+  kNoCache,
 };
 
 class FakeNbdServer {
@@ -76,6 +87,22 @@ class FakeNbdServer {
 
   std::string uri() const { return "nbd+unix:///?socket=" + path_; }
   int connections() const { return connections_.load(); }
+
+  // The cache kinds. What survives a crash: the durable bytes at [offset, offset + length).
+  std::vector<uint8_t> Durable(uint64_t offset, uint32_t length) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return {durable_.begin() + static_cast<ptrdiff_t>(offset),
+            durable_.begin() + static_cast<ptrdiff_t>(offset + length)};
+  }
+  int flushes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return flushes_;
+  }
+  // Loses the cache and closes every connection.
+  void Crash() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    CrashLocked();
+  }
 
  private:
   bool ReadAll(int fd, void* p, size_t n) {
@@ -150,6 +177,76 @@ class FakeNbdServer {
     }
   }
 
+  struct Request {
+    uint16_t command = 0;
+    uint64_t cookie = 0;
+    uint64_t offset = 0;
+    uint32_t length = 0;
+  };
+  // The next request's header; false once the client is gone.
+  bool ReadRequest(int fd, Request& out) {
+    uint8_t request[nbd::kRequestHeaderBytes];
+    if (!ReadAll(fd, request, sizeof(request))) return false;
+    out = Request{.command = nbd::GetU16(request + 6),
+                  .cookie = nbd::GetU64(request + 8),
+                  .offset = nbd::GetU64(request + 16),
+                  .length = nbd::GetU32(request + 24)};
+    return true;
+  }
+
+  bool cache_kind() const {
+    return lie_ == Lie::kCacheLostAtFirstFlush || lie_ == Lie::kCache || lie_ == Lie::kNoCache;
+  }
+  void CrashLocked() {
+    cache_ = durable_;
+    for (int fd : live_) ::shutdown(fd, SHUT_RDWR);
+  }
+
+  // The cache kinds' requests: every one answered with a simple reply, reads from the cache.
+  void ServeCache(int fd, int connection) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      live_.push_back(fd);
+    }
+    bool crash_at_flush = lie_ == Lie::kCacheLostAtFirstFlush && connection == 1;
+    for (Request request; ReadRequest(fd, request);) {
+      const auto [command, cookie, offset, length] = request;
+      std::vector<uint8_t> reply(16);
+      nbd::PutU32(reply.data(), nbd::kSimpleReplyMagic);
+      nbd::PutU64(reply.data() + 8, cookie);
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto at = cache_.begin() + static_cast<ptrdiff_t>(offset);
+      switch (command) {
+        case nbd::kCmdWrite:
+          if (!ReadAll(fd, &*at, length)) return;
+          if (lie_ == Lie::kNoCache)
+            std::copy_n(at, length, durable_.begin() + (at - cache_.begin()));
+          break;
+        case nbd::kCmdWriteZeroes:
+        case nbd::kCmdTrim:
+          std::fill_n(at, length, 0);
+          break;
+        case nbd::kCmdFlush:
+          if (crash_at_flush) {
+            CrashLocked();
+            return;
+          }
+          ++flushes_;
+          durable_ = cache_;
+          break;
+        case nbd::kCmdRead:
+          reply.insert(reply.end(), at, at + length);
+          break;
+        case nbd::kCmdDisc:
+          return;
+        default:
+          nbd::PutU32(reply.data() + 4, EINVAL);
+          break;
+      }
+      WriteAll(fd, reply);
+    }
+  }
+
   bool Handshake(int fd) {
     std::vector<uint8_t> greeting(18);
     nbd::PutU64(greeting.data(), nbd::kInitMagic);
@@ -164,13 +261,18 @@ class FakeNbdServer {
       const uint32_t option = nbd::GetU32(header + 8);
       std::vector<uint8_t> data(nbd::GetU32(header + 12));
       if (!data.empty() && !ReadAll(fd, data.data(), data.size())) return false;
-      if (option == nbd::kOptStructuredReply) {
+      if (option == nbd::kOptStructuredReply && !cache_kind()) {
         WriteAll(fd, OptionReply(option, nbd::kRepAck, {}));
       } else if (option == nbd::kOptGo) {
         std::vector<uint8_t> info(12);
         nbd::PutU16(info.data(), nbd::kInfoExport);
         nbd::PutU64(info.data() + 2, kExportBytes);
-        nbd::PutU16(info.data() + 10, nbd::kFlagHasFlags | nbd::kFlagSendFlush);
+        uint16_t flags = nbd::kFlagHasFlags | nbd::kFlagSendFlush;
+        if (lie_ == Lie::kNoCache) flags = nbd::kFlagHasFlags;
+        if (lie_ == Lie::kCache || lie_ == Lie::kCacheLostAtFirstFlush) {
+          flags |= nbd::kFlagSendTrim | nbd::kFlagSendWriteZeroes;
+        }
+        nbd::PutU16(info.data() + 10, flags);
         WriteAll(fd, OptionReply(option, nbd::kRepInfo, info));
         WriteAll(fd, OptionReply(option, nbd::kRepAck, {}));
         return true;
@@ -214,13 +316,8 @@ class FakeNbdServer {
 
   void Transmit(int fd, bool lie) {
     const bool mid_payload = lie_ == Lie::kDiesMidPayload || lie_ == Lie::kStallsMidPayload;
-    for (;;) {
-      uint8_t request[nbd::kRequestHeaderBytes];
-      if (!ReadAll(fd, request, sizeof(request))) return;
-      const uint16_t command = nbd::GetU16(request + 6);
-      const uint64_t cookie = nbd::GetU64(request + 8);
-      const uint64_t offset = nbd::GetU64(request + 16);
-      const uint32_t length = nbd::GetU32(request + 24);
+    for (Request request; ReadRequest(fd, request);) {
+      const auto [command, cookie, offset, length] = request;
       if (command == nbd::kCmdWrite) {
         std::vector<uint8_t> payload(length);
         if (!ReadAll(fd, payload.data(), length)) return;
@@ -285,6 +382,8 @@ class FakeNbdServer {
         } else if (lie_ == Lie::kStallsMidPayload && n == 1) {
           uint8_t request[nbd::kRequestHeaderBytes];
           if (Handshake(fd)) ReadAll(fd, request, sizeof(request));  // then closed
+        } else if (cache_kind()) {
+          if (Handshake(fd)) ServeCache(fd, n);
         } else if (Handshake(fd)) {
           Transmit(fd, lie_ == Lie::kStallsMidPayload ? n == 2
                                                       : n == 1 || lie_ == Lie::kAlwaysShuttingDown);
@@ -302,6 +401,11 @@ class FakeNbdServer {
   std::atomic<int> connections_{0};
   std::vector<int> clients_;
   std::vector<std::thread> workers_;
+  std::mutex mutex_;  // the cache kinds' state below
+  std::vector<uint8_t> cache_ = std::vector<uint8_t>(kExportBytes);
+  std::vector<uint8_t> durable_ = std::vector<uint8_t>(kExportBytes);
+  std::vector<int> live_;  // connections a crash closes
+  int flushes_ = 0;
 };
 
 }  // namespace blk::server::testing_nbd

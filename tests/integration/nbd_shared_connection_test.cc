@@ -132,7 +132,7 @@ class NbdSharedConnectionTest : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<nbd::Storage>> storage = nbd::Storage::Open(backend, config);
     if (!storage.ok()) return storage.status();
     storage_ = std::move(*storage);
-    if (storage_->export_info().can_multi_conn()) return absl::InternalError("multi-conn offered");
+    if (storage_->export_info()->can_multi_conn()) return absl::InternalError("multi-conn offered");
     for (uint16_t q = 0; q < queues; ++q) {
       absl::StatusOr<std::unique_ptr<Backend>> backend_of_queue =
           storage_->NewQueueBackend(kQueueDepth);

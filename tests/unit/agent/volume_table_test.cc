@@ -276,14 +276,18 @@ TEST_F(VolumeTableTest, CreateReturnsALiveVolumeWithItsDevice) {
 
 TEST_F(VolumeTableTest, GetAndListShowTheBackendFaultCountsOfTheRunningDevice) {
   ASSERT_TRUE(Table().Create(NbdVolume("r1", 64 << 20)).ok());
-  provisioner_.devices.at("r1")->faults = {
-      .reconnects = 4, .server_errors = 3, .protocol_errors = 2, .io_timeouts = 1};
+  provisioner_.devices.at("r1")->faults = {.reconnects = 4,
+                                           .server_errors = 3,
+                                           .protocol_errors = 2,
+                                           .io_timeouts = 1,
+                                           .unflushed_losses = 5};
   auto volume = Table().Get("r1");
   ASSERT_TRUE(volume.ok()) << volume.status();
   EXPECT_EQ(volume->status().reconnects(), 4u);
   EXPECT_EQ(volume->status().server_errors(), 3u);
   EXPECT_EQ(volume->status().protocol_errors(), 2u);
   EXPECT_EQ(volume->status().io_timeouts(), 1u);
+  EXPECT_EQ(volume->status().unflushed_losses(), 5u);
   std::vector<v1::Volume> listed = Table().List();
   ASSERT_THAT(listed, SizeIs(1));
   EXPECT_EQ(listed[0].status().server_errors(), 3u);
@@ -385,6 +389,17 @@ TEST_F(VolumeTableTest, RestoreTakesBackEveryPersistedVolumeWhateverTheLimits) {
   EXPECT_THAT(KillAndRestart(), SizeIs(0));
   EXPECT_THAT(Table().List(), SizeIs(3));
   EXPECT_EQ(Table().Create(NullVolume("v4")).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST_F(VolumeTableTest, ARestoreStoppedByTheAgentStoppingLeavesTheRestForTheNextAgent) {
+  for (const char* id : {"v1", "v2"}) ASSERT_TRUE(Table().Create(NullVolume(id)).ok());
+  provisioner_.KillServer();
+  table_.reset();
+  Table().StopRestoring();
+  EXPECT_THAT(Table().Restore(), ElementsAre(HasSubstr("2 volume(s) left for the next agent")));
+  EXPECT_THAT(Table().List(), SizeIs(0));
+  EXPECT_THAT(Restart(), SizeIs(0));  // the next agent takes them back
+  EXPECT_THAT(Table().List(), SizeIs(2));
 }
 
 TEST_F(VolumeTableTest, InvalidSpecIsRejectedBeforeAnythingHappens) {

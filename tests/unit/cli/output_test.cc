@@ -141,12 +141,14 @@ TEST(RenderVolume, ShowsDegradedStateAndNbdFaultCounts) {
   volume.mutable_status()->set_server_errors(7);
   volume.mutable_status()->set_protocol_errors(2);
   volume.mutable_status()->set_io_timeouts(5);
+  volume.mutable_status()->set_unflushed_losses(1);
   const std::string rendered = RenderVolume(volume);
   EXPECT_THAT(rendered, ::testing::HasSubstr("state:            degraded\n"));
   EXPECT_THAT(rendered, ::testing::HasSubstr("reconnects:       3\n"));
   EXPECT_THAT(rendered, ::testing::HasSubstr("server errors:    7\n"));
   EXPECT_THAT(rendered, ::testing::HasSubstr("protocol errors:  2\n"));
   EXPECT_THAT(rendered, ::testing::HasSubstr("io timeouts:      5\n"));
+  EXPECT_THAT(rendered, ::testing::HasSubstr("flush losses:     1\n"));
 }
 
 TEST(RenderVolume, OtherBackendsShowNoNbdCounts) {

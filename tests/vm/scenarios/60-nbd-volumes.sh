@@ -2,7 +2,8 @@
 # NBD volumes against nbdkit inside the guest: a TCP and an nbd+unix volume pass
 # fio verify; nbdkit killed (-9) and restarted twice under fio leaves the data
 # intact and fio without an error; a server kept down past io_timeout gives EIO
-# without hanging the device or the agent. A volume created without --size
+# without hanging the device or the agent, also to an agent restarted while it is
+# down, which recovers the device at once. A volume created without --size
 # takes the export's size, and creating it again returns the same device. The
 # timed-out requests are counted in GetVolume and /metrics.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -124,6 +125,21 @@ main() {
     awk '$1 == "blk_volume_backend_errors_total{volume=\"r3\",kind=\"timeout\"}" { print $2 }')"
   ((timeouts >= 1)) || fail "/metrics shows '$timeouts' timeouts for r3"
   echo "ok: the timeout is counted in GetVolume and /metrics"
+
+  step "agent killed (-9) and restarted while r3's server is down: r3 recovered, EIO at io_timeout"
+  kill_agent
+  start_agent --metrics-address 127.0.0.1:9477
+  expect_eq "r3 state after the restart" VOLUME_STATE_LIVE \
+    "$(ctl get-volume r3 -o json | jq -r .volume.status.state)"
+  expect_fail_with "Input/output error" "a read held across the restart, the server still down" \
+    timeout 60 dd if="$dev3" of=/dev/null bs=4k count=1 skip=300 iflag=direct status=none
+  rm -f "$WORK/nbd.sock"
+  nbdkit -f -U "$WORK/nbd.sock" memory 64M >>"$LOG_DIR/nbdkit-unix.log" 2>&1 &
+  UNIX_PID=$!
+  wait_for "nbdkit on $WORK/nbd.sock" 30 test -S "$WORK/nbd.sock"
+  wait_for "r3 to serve reads again" 30 \
+    dd if="$dev3" of=/dev/null bs=4k count=1 skip=300 iflag=direct status=none
+  echo "ok: r3 serves again once its server is back, without the agent"
 
   step "delete everything"
   ctl delete-volume r3

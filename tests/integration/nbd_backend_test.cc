@@ -903,6 +903,24 @@ TEST_F(NbdBackendTest, IoTimeoutDuringALargeReadFailsItOnceAndRecovers) {
   EXPECT_EQ(storage_->stats()->protocol_errors.load(), 0u);
 }
 
+TEST_F(NbdBackendTest, NbdkitsWritebackCacheKilledLosesAnAcknowledgedWriteAndTheFlushSaysSo) {
+  const std::string image = Socket() + ".img";
+  { std::ofstream(image).close(); }
+  ASSERT_EQ(::truncate(image.c_str(), kExportBytes), 0);
+  StartKit({"--filter=cache", "file", image, "cache=writeback"});
+  ASSERT_TRUE(Open(kit_->uri()).ok());
+  ASSERT_TRUE(storage_->export_info()->can_flush());
+  std::memset(driver_->Buffer(0), 0xB2, 65536);
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpWrite, 0, 65536)), 65536);
+  kit_->Kill();
+  ASSERT_TRUE(kit_->Start());
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 65536)), 65536);
+  EXPECT_TRUE(RangeIsZero(0, 65536));  // the write is gone with nbdkit's cache
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), -EIO);
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
+  ::unlink(image.c_str());
+}
+
 // A device the kernel held when the agent restarted, while its server was down: recovered without
 // a connection, so the agent does not wait for the server; the I/O the kernel hands over waits for
 // it, as in any outage.

@@ -62,7 +62,8 @@ if command -v mkfs.ext4 >/dev/null; then
   unshare --mount --propagation private \
     sh -c "mount '$hdev' '$WORK/hidden-mnt' && exec sleep 600" &
   holder=$!
-  on_exit kill "$holder"
+  stop_holder() { kill "$holder" 2>/dev/null || true; }
+  on_exit stop_holder
   wait_for "the mount in the other namespace" 30 grep -q " $WORK/hidden-mnt " "/proc/$holder/mountinfo"
   ! grep -q " $WORK/hidden-mnt " /proc/self/mountinfo || fail "the mount is in the agent's namespace too"
   expect_fail_with "mounted at $WORK/hidden-mnt in the mount namespace of pid $holder \\(sleep\\)" \

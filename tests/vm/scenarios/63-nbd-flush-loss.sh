@@ -12,7 +12,8 @@ kill_server() { [[ -z "$SERVER_PID" ]] || kill -KILL "$SERVER_PID" 2>/dev/null |
 
 start_server() {
   rm -f "$WORK/cache.sock"
-  nbdkit -f -U "$WORK/cache.sock" --filter=cache file "$WORK/cached.img" cache=writeback \
+  # The cache is an unlinked file in $TMPDIR (default /var/tmp, read-only in the guest).
+  TMPDIR="$WORK" nbdkit -f -U "$WORK/cache.sock" --filter=cache file "$WORK/cached.img" cache=writeback \
     >>"$LOG_DIR/nbdkit-cache.log" 2>&1 &
   SERVER_PID=$!
   wait_for "nbdkit on $WORK/cache.sock" 30 test -S "$WORK/cache.sock"
@@ -26,10 +27,11 @@ crash_server() {
 reconnects() { ctl get-volume c1 -o json | jq -r '.volume.status.reconnects // "0" | tonumber'; }
 reconnected_since() { (($(reconnects) > $1)); }
 
-# write_mib DEV MIB BYTE: one MiB of BYTE at MiB offset MIB, O_DIRECT, no flush.
+# write_mib DEV MIB BYTE: one MiB of BYTE at MiB offset MIB, O_DIRECT, no flush. One full block:
+# dd fsyncs its output when it turns O_DIRECT off for a short one (a partial read from the pipe).
 write_mib() {
   head -c 1M /dev/zero | tr '\0' "\\$(printf '%03o' "$3")" |
-    dd of="$1" bs=1M seek="$2" oflag=direct status=none
+    dd of="$1" bs=1M seek="$2" iflag=fullblock oflag=direct status=none
 }
 
 # mib_is DEV MIB BYTE: the MiB at MIB holds only BYTE (read past the page cache).

@@ -2,12 +2,14 @@
 
 #include <optional>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "agent/devices/reconcile.h"
 #include "agent/volumes/backing_conflict.h"
 #include "agent/volumes/volume_validation.h"
 #include "blk/v1/volume_state_name.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "server/nbd/storage.h"
 #include "spdlog/spdlog.h"
 
 namespace blk::agent {
@@ -274,7 +276,11 @@ absl::StatusOr<v1::Volume> VolumeTable::Create(const v1::Volume& requested, bool
     auto it = entries_.find(spec.id());
     if (it != entries_.end()) existing = it->second.volume;
   }
-  // Probes run without the lock: a handshake may take as long as the connect timeout.
+  // Probes run without the lock: a handshake may take as long as the connect timeout. A probe's
+  // connection is kept for this create's device, and ends with the call if that did not take it.
+  const absl::Cleanup end_probe = [&spec] {
+    if (spec.has_nbd()) server::nbd::EndProbe(spec.nbd().uri());
+  };
   if (absl::Status resolved =
           resolver_.Resolve(spec, existing ? &*existing : nullptr, size_is_minimum);
       !resolved.ok()) {

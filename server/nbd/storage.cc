@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "server/nbd/connection_stash.h"
 #include "server/nbd/forwarding_backend.h"
 
 namespace blk::server::nbd {
@@ -31,8 +32,12 @@ absl::StatusOr<std::unique_ptr<Storage>> Storage::Open(const NbdBackendConfig& b
   // A recovery waits at most kRecoverDialTimeout for the server: its device's I/O is held
   // meanwhile, and the agent's restore waits for it.
   const bool recover = purpose == OpenPurpose::kRecover;
+  std::optional<Connection> probed = ConnectionStash::Global().Take(address->ToString());
   absl::StatusOr<Connection> connection =
-      Connect(*address, recover ? std::min(connect_timeout, kRecoverDialTimeout) : connect_timeout);
+      probed.has_value()
+          ? std::move(*probed)
+          : Connect(*address,
+                    recover ? std::min(connect_timeout, kRecoverDialTimeout) : connect_timeout);
   if (!connection.ok()) {
     if (recover && absl::IsUnavailable(connection.status())) {
       return storage;
@@ -122,7 +127,14 @@ absl::StatusOr<ExportInfo> ProbeExport(const std::string& uri, std::chrono::mill
   if (!address.ok()) return address.status();
   absl::StatusOr<Connection> connection = Connect(*address, timeout);
   if (!connection.ok()) return connection.status();
-  return connection->info;
+  const ExportInfo info = connection->info;
+  ConnectionStash::Global().Put(address->ToString(), std::move(*connection));
+  return info;
+}
+
+void EndProbe(const std::string& uri) {
+  absl::StatusOr<Address> address = ParseUri(uri);
+  if (address.ok()) ConnectionStash::Global().Take(address->ToString());
 }
 
 }  // namespace blk::server::nbd

@@ -56,7 +56,11 @@ class Storage final : public server::Storage {
 };
 
 // Connects once to learn what the export offers (e.g. its size, for a volume created without
-// one); each step of the handshake gives up after `timeout`. Blocking.
+// one); each step of the handshake gives up after `timeout`. Blocking. The connection is kept a
+// while for the volume's Storage::Open (connection_stash.h).
 absl::StatusOr<ExportInfo> ProbeExport(const std::string& uri, std::chrono::milliseconds timeout);
+// Ends the connection a probe of `uri` kept, if no Storage::Open took it (the call that probed is
+// over).
+void EndProbe(const std::string& uri);
 
 }  // namespace blk::server::nbd

@@ -394,6 +394,7 @@ TEST_F(NbdBackendTest, ConnectionsEndWithDisconnectOrAbortNotAReset) {
   ASSERT_TRUE(kit_->Start());
 
   ASSERT_TRUE(nbd::ProbeExport(kit_->uri("good"), std::chrono::seconds(5)).ok());
+  nbd::EndProbe(kit_->uri("good"));  // no volume took the probe's connection
   EXPECT_TRUE(AwaitLines(log, "client sent NBD_CMD_DISC", 1));
 
   EXPECT_EQ(nbd::ProbeExport(kit_->uri("bad"), std::chrono::seconds(5)).status().code(),
@@ -714,6 +715,40 @@ TEST_F(NbdBackendTest, NbdServerServesTheVolume) {
   ASSERT_TRUE(status.ok()) << status;
   RandomWriteReadBack(16 << 20, 2);
   EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
+}
+
+// A volume made on an export's size costs one connection: the probe's is the volume's. A server
+// that serves a single client (nbd-server -d) has no other.
+TEST_F(NbdBackendTest, ASingleClientServerServesAVolumeCreatedOnItsSize) {
+  if (!HaveProgram("nbd-server")) GTEST_SKIP() << "nbd-server is not installed";
+  const std::string image = dir_ + "/nbd-server.img";
+  { std::ofstream create(image); }
+  std::filesystem::resize_file(image, 16 << 20);
+  const std::string config = dir_ + "/nbd-server.conf";
+  std::ofstream(config) << "[generic]\n  user = root\n  group = root\n  unixsock = " << Socket()
+                        << "\n[disk]\n  exportname = " << image << "\n";
+  testing_nbd::ServerProcess server({"nbd-server", "-d", "-C", config}, Socket());
+  ASSERT_TRUE(server.Start(/*await_ready=*/false));
+  const std::string uri = "nbd+unix:///disk?socket=" + Socket();
+  absl::StatusOr<nbd::ExportInfo> probed = absl::UnavailableError("not asked yet");
+  const auto deadline = testing_nbd::Clock::now() + std::chrono::seconds(10);
+  while (absl::IsUnavailable(probed.status()) && testing_nbd::Clock::now() < deadline) {
+    probed = nbd::ProbeExport(uri, std::chrono::seconds(5));
+    if (!probed.ok())
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // until it listens
+  }
+  ASSERT_TRUE(probed.ok()) << probed.status();
+  ASSERT_TRUE(Open(uri, 30000, probed->size).ok());
+  RandomWriteReadBack(16 << 20, 1);
+  EXPECT_EQ(storage_->stats()->reconnects.load(), 0u);
+}
+
+TEST_F(NbdBackendTest, AVolumeOpenedAfterAProbeOfItsExportUsesTheProbesConnection) {
+  FakeNbdServer server(Socket(), Lie::kCache);
+  ASSERT_TRUE(nbd::ProbeExport(server.uri(), std::chrono::seconds(5)).ok());
+  ASSERT_TRUE(Open(server.uri(), 30000, FakeNbdServer::kExportBytes).ok());
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpRead, 0, 4096)), 4096);
+  EXPECT_EQ(server.connections(), 1);
 }
 
 TEST_F(NbdBackendTest, QemuNbdStoppedAndRestartedUnderLoadLosesNothing) {

@@ -117,7 +117,9 @@ class ServerProcess {
     if (ended && target == pid_) pid_ = -1;
     return ended;
   }
-  bool Start() {
+  // Waits until it accepts a connection, unless `await_ready` is false (a server that serves one
+  // client, whom a test connection would be).
+  bool Start(bool await_ready = true) {
     ::unlink(unix_socket_.c_str());
     pid_ = ::fork();
     if (pid_ == 0) {
@@ -127,6 +129,7 @@ class ServerProcess {
       ::execvp(c_argv[0], c_argv.data());
       ::_exit(127);
     }
+    if (!await_ready) return pid_ > 0;
     const auto deadline = Clock::now() + std::chrono::seconds(10);
     while (Clock::now() < deadline) {
       if (CanConnectUnix(unix_socket_)) return true;

@@ -4,15 +4,18 @@
 # intact and fio without an error; a server kept down past io_timeout gives EIO
 # without hanging the device or the agent, also to an agent restarted while it is
 # down, which recovers the device at once. A volume created without --size
-# takes the export's size, and creating it again returns the same device. The
+# takes the export's size, and creating it again returns the same device; on
+# nbd-server -d (one client) that costs the one connection it serves. The
 # timed-out requests are counted in GetVolume and /metrics.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 TCP_PID=""
 UNIX_PID=""
 
+SINGLE_PID=""
+
 # The current servers, whichever restart they are at.
-kill_nbdkits() { kill -KILL $TCP_PID $UNIX_PID 2>/dev/null || true; }
+kill_nbdkits() { kill -KILL $TCP_PID $UNIX_PID $SINGLE_PID 2>/dev/null || true; }
 
 tcp_open() { (exec 3<>/dev/tcp/127.0.0.1/10809) 2>/dev/null; }
 
@@ -70,6 +73,18 @@ main() {
   expect_fail_with "ALREADY_EXISTS" "r4 again with a different explicit size" \
     ctl create-volume r4 --size 16M --backend "nbd+unix:///?socket=$WORK/sized.sock"
   ctl delete-volume r4
+
+  step "nbd-server -d serves one client: a volume on its size makes only that connection"
+  truncate -s 24M "$WORK/single.img"
+  printf '[generic]\n  user = root\n  group = root\n  unixsock = %s\n[disk]\n  exportname = %s\n' \
+    "$WORK/single.sock" "$WORK/single.img" >"$WORK/single.conf"
+  nbd-server -d -C "$WORK/single.conf" >>"$LOG_DIR/nbd-server-single.log" 2>&1 &
+  SINGLE_PID=$!
+  wait_for "nbd-server -d on $WORK/single.sock" 30 test -S "$WORK/single.sock"
+  ctl create-volume r5 --backend "nbd+unix:///disk?socket=$WORK/single.sock"
+  fio_verify "$(volume_device r5)" 8M
+  ctl delete-volume r5
+  wait_for "nbd-server -d to end with its client" 30 process_gone "$SINGLE_PID"
 
   step "a volume larger than its export is refused"
   expect_fail_with "larger than the NBD export" "a 128M volume on a 64M export" \

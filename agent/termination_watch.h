@@ -1,7 +1,7 @@
 // The agent's termination signal (SIGTERM, SIGINT; blocked in every thread by
-// BlockTerminationSignals), taken by a thread of its own so that the main thread can wait for it
-// and for the end of the start-up restore at once: a signal during a long restore is acted on
-// without waiting for the restore to finish.
+// BlockTerminationSignals), read from a signalfd by a thread of its own so that the main thread
+// can wait for it and for the end of the start-up restore at once: a signal during a long restore
+// is acted on without waiting for the restore to finish.
 #pragma once
 
 #include <signal.h>
@@ -10,13 +10,14 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/unique_fd.h"
 
 namespace blk::agent {
 
 class TerminationWatch {
  public:
   explicit TerminationWatch(const sigset_t& signals);
-  // Ends the watching thread if no signal came.
+  // Ends the watching thread if no signal came (a signal arriving later stays pending).
   ~TerminationWatch();
   TerminationWatch(const TerminationWatch&) = delete;
   TerminationWatch& operator=(const TerminationWatch&) = delete;
@@ -37,7 +38,8 @@ class TerminationWatch {
   absl::Mutex mutex_;
   bool restored_ ABSL_GUARDED_BY(mutex_) = false;
   int signal_ ABSL_GUARDED_BY(mutex_) = 0;
-  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;  // the destructor woke the thread
+  const UniqueFd signal_fd_;
+  const UniqueFd stop_fd_;  // an eventfd the destructor writes to end the thread
   std::thread thread_;
 };
 

@@ -31,7 +31,7 @@ TEST(TerminationWatch, TheRestoreEndingFirstLeavesTheSignalToWaitFor) {
 TEST(TerminationWatch, WithoutASignalItsThreadEndsWithIt) {
   const sigset_t signals = BlockTerminationSignals();
   { TerminationWatch watch(signals); }
-  // The signal the destructor used to wake its thread was taken, not left pending.
+  // Nothing was sent to end it: no signal is pending for the process.
   sigset_t pending;
   ASSERT_EQ(::sigpending(&pending), 0);
   EXPECT_EQ(::sigismember(&pending, SIGTERM), 0);

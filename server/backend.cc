@@ -16,7 +16,8 @@ absl::StatusOr<std::unique_ptr<Storage>> OpenStorage(const DeviceConfig& config,
     return std::unique_ptr<Storage>(std::move(*storage));
   }
   if (const auto* nbd = std::get_if<NbdBackendConfig>(&config.backend)) {
-    absl::StatusOr<std::unique_ptr<nbd::Storage>> storage = nbd::Storage::Open(*nbd, config, purpose);
+    absl::StatusOr<std::unique_ptr<nbd::Storage>> storage =
+        nbd::Storage::Open(*nbd, config, purpose);
     if (!storage.ok()) return storage.status();
     return std::unique_ptr<Storage>(std::move(*storage));
   }

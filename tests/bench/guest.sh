@@ -3,6 +3,10 @@
 #   guest.sh BUILD_DIR GROUP...
 # Runs the comparison GROUPs (tests/bench/lib.sh bench_group: every device
 # in turn, each round starting one device later) within this one boot:
+#   defaults  out of the box: a fresh agent without flags and one null volume
+#         of 2 queues (the README's command), against kublk's null target and
+#         null_blk, nothing else alive; fio iops with 2 jobs, 4 s, no ramp
+#         (unless BLK_BENCH_RUNTIME, BLK_BENCH_RAMP say otherwise).
 #   null  a `null` volume of 2 queues made by BUILD_DIR/bin/blkagent, the same
 #         from an agent with --metrics-address off (no per-I/O statistics),
 #         the same from an agent with --batch-io off (classic per-request
@@ -171,6 +175,32 @@ main() {
     stop_agent >/dev/null
   }
 
+  # What a new user measures, and the README's headline: a fresh agent with no flags at all, one
+  # volume made as the README makes it, kublk's null target and null_blk, nothing else alive;
+  # fio 4k randread QD32, 2 jobs, rounds of 4 s without warm-up unless BLK_BENCH_RUNTIME and
+  # BLK_BENCH_RAMP say otherwise (docs/benchmarks.md).
+  group_defaults() {
+    [[ -b /dev/nullb0 ]] || fail "no /dev/nullb0 (null_blk not loaded)"
+    local bench_runtime="${BLK_BENCH_RUNTIME:-4}" bench_ramp="${BLK_BENCH_RAMP:-0}"
+    local kublk="-" kublk_name="kublk -t null -q 2: not available"
+    start_agent
+    ctl create-volume pn --size 4G --queues 2 --backend null:// >/dev/null
+    if [[ -x "${BLK_BENCH_KUBLK:-}" ]]; then
+      kublk_add 100 -t null
+      kublk=/dev/ublkb100 kublk_name="kublk -t null -q 2"
+    fi
+    bench_group defaults "out of the box: a fresh agent's null volume, 2 queues" "iops" \
+      "--numjobs=2" \
+      "ours|ublk null volume, the agent's defaults|$(volume_device pn)|" \
+      "kublk|$kublk_name|$kublk|" \
+      "null_blk|null_blk /dev/nullb0|/dev/nullb0|"
+    bench_ratio defaults "null volume, defaults / kublk null (out of the box)" ours kublk
+    bench_ratio defaults "null volume, defaults / null_blk (out of the box)" ours null_blk
+    [[ "$kublk" == - ]] || kublk_del 100
+    ctl delete-volume pn >/dev/null
+    stop_agent >/dev/null
+  }
+
   group_nvme() {
     local blk ng features copy zc="-" zc_name="NVMe volume, zero copy: not offered by this kernel"
     blk="$(nvme_namespace 4096)"
@@ -297,8 +327,8 @@ main() {
   for group in "$@"; do
     step "group $group"
     case "$group" in
-      null | nvme | nbd) "group_$group" ;;
-      *) fail "unknown group '$group' (want null, nvme or nbd)" ;;
+      defaults | null | nvme | nbd) "group_$group" ;;
+      *) fail "unknown group '$group' (want defaults, null, nvme or nbd)" ;;
     esac
   done
 }

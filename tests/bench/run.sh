@@ -3,6 +3,8 @@
 #
 # Every comparison of issue 11 in one VM boot per kernel (tests/bench/guest.sh
 # has the details), GROUP being:
+#   defaults  out of the box: a fresh agent's null volume (no flags) vs kublk
+#         and null_blk, alone, 4 s rounds: the README's headline figure
 #   null  our `null` volume vs kublk's null target (`kublk add -t null -q 2`,
 #         and with -b, batch), vs null_blk, and with per-I/O statistics vs
 #         without (--metrics-address off), and batch I/O commands (UBLK_F_BATCH_IO
@@ -10,7 +12,7 @@
 #   nvme  an NVMe volume (copy, zero copy) vs raw passthrough and the block device
 #   nbd   an NBD volume (batch, classic, and put back to mq-deadline) vs the kernel's NBD client
 #         (mq-deadline and none) and vs fio's libnbd engine on the same nbdkit export
-# `all` (the default) is all three. Every device gets fio 4k randread QD32
+# `all` (the default) is all four. Every device gets fio 4k randread QD32
 # IOPS (with where the CPU went, by thread), QD1 latency p50/p99 and 128k
 # sequential read MB/s.
 # kublk is built by tests/bench/fetch-kublk.sh (cached; without it the null
@@ -36,10 +38,10 @@ main() {
   build_dir="${*: -1}"
   local groups=("${@:1:$#-1}") group
   ((${#groups[@]} > 0)) || groups=(all)
-  [[ "${groups[*]}" != all ]] || groups=(null nvme nbd)
+  [[ "${groups[*]}" != all ]] || groups=(defaults null nvme nbd)
   for group in "${groups[@]}"; do
-    [[ "$group" =~ ^(null|nvme|nbd)$ ]] || {
-      echo "bench: unknown group '$group' (want all, null, nvme or nbd)" >&2
+    [[ "$group" =~ ^(defaults|null|nvme|nbd)$ ]] || {
+      echo "bench: unknown group '$group' (want all, defaults, null, nvme or nbd)" >&2
       exit 2
     }
   done
@@ -64,13 +66,13 @@ main() {
   read -ra kernels <<<"${BLK_BENCH_KERNELS:-newest}"
 
   # Enough for 3 rounds of 10 s runs of every group (null: 7 devices x 3 tests, nvme: 6 x 3,
-  # nbd: 6 x 3), with room for boot and setup.
+  # nbd: 6 x 3; defaults: 3 x 1 of 4 s), with room for boot and setup.
   local runs_per_round=$((7 * 3 + 6 * 3 + 6 * 3))
   local timeout_s=$((600 + ${BLK_BENCH_ROUNDS:-3} * runs_per_round * (${BLK_BENCH_RUNTIME:-10} + 5)))
   local status=0 kernel kernel_dir kublk_dir
   for kernel in "${kernels[@]}"; do
     unset BLK_BENCH_KUBLK
-    if [[ "$kernel" == newest && " ${groups[*]} " =~ " "(null|nvme)" " ]]; then
+    if [[ "$kernel" == newest && " ${groups[*]} " =~ " "(defaults|null|nvme)" " ]]; then
       if kublk_dir="$("$here/fetch-kublk.sh" "$kernel")"; then
         export BLK_BENCH_KUBLK="$kublk_dir/kublk"
       else

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark still runs (newest kernel only: one kernel shows it does):
-# tests/bench/guest.sh's null group, 1 round of 1 s 4k randread runs without
+# tests/bench/guest.sh's defaults group (a fresh agent's volume, alone with
+# kublk and null_blk) and null group, 1 round of 1 s 4k randread runs without
 # warm-up, on our null volume, the metrics-off one, the classic one
 # (--batch-io off), null_blk and, where
 # tests/bench/fetch-kublk.sh has cached it for this kernel, kublk and kublk -b;
@@ -17,11 +18,11 @@ if [[ -z "${BLK_BENCH_KUBLK:-}" && -x "$kublk" ]]; then
   export BLK_BENCH_KUBLK="$kublk"
 fi
 
-step "the null group, 1 round of 1 s"
+step "the defaults and null groups, 1 round of 1 s"
 results="$LOG_DIR/bench"
 BLK_BENCH_RUNTIME=1 BLK_BENCH_ROUNDS=1 BLK_BENCH_RAMP=0 BLK_BENCH_TESTS=iops \
   BENCH_GROUPS_DIR="$results/$BLK_VM_KERNEL/groups" BLK_SCENARIO_OUT="$LOG_DIR/guest" \
-  "$bench/guest.sh" "$BLK_BUILD_DIR" null || fail "tests/bench/guest.sh null failed"
+  "$bench/guest.sh" "$BLK_BUILD_DIR" defaults null || fail "tests/bench/guest.sh failed"
 
 step "the report"
 "$bench/report.sh" "$results" "$BLK_VM_KERNEL" | tee "$LOG_DIR/bench.md"
@@ -30,7 +31,8 @@ table_has() {
   awk -F' [|] ' -v first="| $1" -v second="$2" \
     '$1 == first && $2 ~ ("^" second "$") { found = 1 } END { exit !found }' "$LOG_DIR/bench.md"
 }
-for device in "ublk null volume (blkagent)" "ublk null volume, --metrics-address off" \
+for device in "ublk null volume, the agent's defaults" \
+  "ublk null volume (blkagent)" "ublk null volume, --metrics-address off" \
   "ublk null volume, --batch-io off (classic)" "null_blk /dev/nullb0"; do
   table_has "$device" '[0-9]+' || fail "no IOPS for $device in the table"
 done

@@ -89,7 +89,7 @@ class NbdBackendTest : public ::testing::Test {
     const std::string image = dir_ + "/nbd-server.img";
     { std::ofstream create(image); }
     std::filesystem::resize_file(image, 16 << 20);
-    const std::string config = dir_ + "/nbd-server.conf";
+    std::string config = dir_ + "/nbd-server.conf";
     std::ofstream(config) << "[generic]\n  user = root\n  group = root\n  unixsock = " << Socket()
                           << "\n[disk]\n  exportname = " << image << "\n"
                           << export_options;

@@ -32,10 +32,14 @@ struct NbdBackendConfig {
 };
 // An NVMe namespace through its generic char device (/dev/ngXnY) and io_uring passthrough. The
 // volume starts `offset_bytes` into the namespace (a multiple of its LBA size).
+// `path_failover_ms` > 0 (a multipath head of a fabric namespace): a command failing for a path
+// reason (nvme::PathFailure) is resubmitted until that long after its first failure, then its
+// request fails with EIO; 0 (a local namespace): such a failure ends the request at once.
 struct NvmeBackendConfig {
   std::string path;
   uint64_t offset_bytes = 0;
   std::shared_ptr<NvmeStats> stats;  // optional: the caller reads a vanished namespace here
+  uint32_t path_failover_ms = 0;
 };
 using BackendConfig =
     std::variant<NullBackendConfig, FileBackendConfig, NbdBackendConfig, NvmeBackendConfig>;

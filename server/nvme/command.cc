@@ -246,4 +246,24 @@ bool NamespaceGone(int32_t res) {
   return sct == kSctPathRelated || (sct == kSctGeneric && sc == kScInvalidNamespace);
 }
 
+bool PathFailure(int32_t res) {
+  if (res < 0) {
+    switch (-res) {
+      case EINVAL:
+      case ENODEV:
+      case ENXIO:
+      case ESHUTDOWN:
+      case EAGAIN:
+      case ENOLINK:
+      case ETIMEDOUT:
+      case EINTR:
+      case ECANCELED:
+        return true;
+      default:
+        return false;
+    }
+  }
+  return ((res >> kStatusSctShift) & kStatusSctMask) == kSctPathRelated;
+}
+
 }  // namespace blk::server::nvme

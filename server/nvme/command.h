@@ -76,4 +76,10 @@ int ErrnoFromCompletion(int32_t res);
 // refusing the command on a removed device, or a path or invalid-namespace NVMe status).
 bool NamespaceGone(int32_t res);
 
+// Whether a URING_CMD completion on a multipath head failed for the path rather than the command:
+// no live path (the head refuses with EINVAL), a controller gone or resetting, a path-related NVMe
+// status (host path error, aborted by the host on a transport loss, ANA transition). Another path,
+// or the same one once reconnected, may serve the command unchanged.
+bool PathFailure(int32_t res);
+
 }  // namespace blk::server::nvme

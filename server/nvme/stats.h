@@ -13,6 +13,10 @@ struct NvmeStats {
   std::atomic<uint64_t> gone_errors{0};
   // The URING_CMD result of the latest of them (a negative errno or an NVMe status).
   std::atomic<int32_t> gone_result{0};
+  // Commands resubmitted after failing for a path or transport reason (path failover on).
+  std::atomic<uint64_t> failovers{0};
+  // Requests failed with EIO because no path served them within the failover bound.
+  std::atomic<uint64_t> failover_timeouts{0};
 };
 
 }  // namespace blk::server

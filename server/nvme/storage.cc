@@ -67,8 +67,8 @@ absl::StatusOr<std::unique_ptr<NvmeStorage>> NvmeStorage::Open(const NvmeBackend
   absl::StatusOr<nvme::NamespaceTarget> target =
       nvme::MakeNamespaceTarget(*profile, nvme.offset_bytes, config.size_bytes);
   if (!target.ok()) return PathError(nvme.path, target.status().message());
-  return std::unique_ptr<NvmeStorage>(
-      new NvmeStorage(std::move(*fd), nvme.path, *target, config, nvme.stats));
+  return std::unique_ptr<NvmeStorage>(new NvmeStorage(std::move(*fd), nvme.path, *target, config,
+                                                      nvme.stats, nvme.path_failover_ms));
 }
 
 StorageTraits NvmeStorage::traits() const {
@@ -106,7 +106,7 @@ absl::Status NvmeStorage::Grow(uint64_t size_bytes) {
 
 absl::StatusOr<std::unique_ptr<Backend>> NvmeStorage::NewQueueBackend(uint16_t queue_depth) {
   return std::make_unique<NvmeBackend>(fd_.get(), target_, queue_depth, config_.max_io_bytes,
-                                       stats_, size_blocks_);
+                                       stats_, size_blocks_, path_failover_ms_);
 }
 
 absl::StatusOr<NvmeNamespaceInfo> ProbeNvmeNamespace(const std::string& path) {

@@ -33,13 +33,15 @@ class NvmeStorage final : public Storage {
 
  private:
   NvmeStorage(UniqueFd fd, std::string path, const nvme::NamespaceTarget& target,
-              const DeviceConfig& config, std::shared_ptr<NvmeStats> stats)
+              const DeviceConfig& config, std::shared_ptr<NvmeStats> stats,
+              uint32_t path_failover_ms)
       : fd_(std::move(fd)),
         path_(std::move(path)),
         target_(target),
         size_blocks_(std::make_shared<std::atomic<uint64_t>>(target.size_blocks)),
         config_(config),
-        stats_(std::move(stats)) {}
+        stats_(std::move(stats)),
+        path_failover_ms_(path_failover_ms) {}
 
   UniqueFd fd_;
   std::string path_;
@@ -47,6 +49,7 @@ class NvmeStorage final : public Storage {
   std::shared_ptr<std::atomic<uint64_t>> size_blocks_;
   DeviceConfig config_;
   std::shared_ptr<NvmeStats> stats_;
+  uint32_t path_failover_ms_;
 };
 
 // What a namespace offers a volume, for checks before a device is created. Opens `path` like

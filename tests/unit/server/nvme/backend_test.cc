@@ -3,8 +3,10 @@
 #include "server/nvme/backend.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -278,6 +280,102 @@ TEST(NvmeStorage, RefusesPathsThatAreNotAGenericCharDeviceNamingThePath) {
   ASSERT_FALSE(null_dev.ok());
   EXPECT_NE(null_dev.status().message().find("not an NVMe namespace"), absl::string_view::npos)
       << null_dev.status().message();
+}
+
+// Path failover: a fabric namespace's multipath head fails commands whose path went away; they
+// are resubmitted unchanged after the retry timer, and fail only past the failover bound.
+class NvmeFailoverTest : public NvmeBackendTest {
+ protected:
+  void Make(uint32_t failover_ms) {
+    stats_ = std::make_shared<NvmeStats>();
+    backend_ = std::make_unique<NvmeBackend>(/*fd=*/-1, Target(), 4, 512 * 1024, stats_, nullptr,
+                                             failover_ms);
+    ASSERT_TRUE(backend_->Attach(*ring_, kFileIndex, done_.completer()).ok());
+  }
+  const io_uring_sqe* SubmitRead(uint16_t tag) {
+    BlockIo io;
+    io.op = abi::kIoOpRead;
+    io.offset = 4096;
+    io.length = 4096;
+    io.buffer = buffer_.data();
+    backend_->Submit(tag, io);
+    std::vector<const io_uring_sqe*> sqes = Queued();
+    EXPECT_EQ(sqes.size(), 1u);
+    return sqes.empty() ? nullptr : sqes[0];
+  }
+  static io_uring_cqe CqeFor(const io_uring_sqe* sqe, int32_t res) {
+    io_uring_cqe cqe{};
+    cqe.user_data = sqe->user_data;
+    cqe.res = res;
+    return cqe;
+  }
+  // Ends the turn and fires the retry timer it armed.
+  void FireRetryTimer() {
+    backend_->EndOfTurn();
+    std::vector<const io_uring_sqe*> sqes = Queued();
+    ASSERT_EQ(sqes.size(), 1u);
+    ASSERT_EQ(sqes[0]->opcode, IORING_OP_TIMEOUT);
+    backend_->OnCompletion(TagOf(sqes[0]->user_data), CqeFor(sqes[0], -ETIME));
+  }
+
+  std::shared_ptr<NvmeStats> stats_;
+  static constexpr int32_t kHostAborted = (nvme::kSctPathRelated << 8) | 0x71;
+};
+
+TEST_F(NvmeFailoverTest, APathFailureIsResubmittedUnchangedAndTheRequestSucceeds) {
+  Make(30000);
+  const io_uring_sqe* first = SubmitRead(2);
+  const nvme::UringCmd command = CmdOf(first);
+  backend_->OnCompletion(2, CqeFor(first, kHostAborted));
+  EXPECT_EQ(done_.untaken(), 0u);
+  FireRetryTimer();
+  std::vector<const io_uring_sqe*> again = Queued();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(
+      std::memcmp(&command, reinterpret_cast<const unsigned char*>(again[0]) + 48, sizeof(command)),
+      0);
+  EXPECT_EQ(stats_->failovers.load(), 1u);
+  // All paths down for a while: the head refuses with EINVAL, the command waits on.
+  backend_->OnCompletion(2, CqeFor(again[0], -EINVAL));
+  FireRetryTimer();
+  again = Queued();
+  ASSERT_EQ(again.size(), 1u);
+  backend_->OnCompletion(2, CqeFor(again[0], 0));
+  EXPECT_EQ(done_.Take(2), 4096);
+  EXPECT_EQ(stats_->failovers.load(), 2u);
+  EXPECT_EQ(stats_->failover_timeouts.load(), 0u);
+  EXPECT_EQ(stats_->gone_errors.load(), 0u);
+}
+
+TEST_F(NvmeFailoverTest, NoPathWithinTheBoundFailsTheRequestWithEio) {
+  Make(1);
+  const io_uring_sqe* first = SubmitRead(1);
+  backend_->OnCompletion(1, CqeFor(first, -EINVAL));
+  EXPECT_EQ(done_.untaken(), 0u);
+  // Time passing, not synchronisation: the bound is 1 ms from the first failure.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  FireRetryTimer();
+  EXPECT_EQ(done_.Take(1), -EIO);
+  EXPECT_TRUE(Queued().empty());
+  EXPECT_EQ(stats_->failover_timeouts.load(), 1u);
+}
+
+TEST_F(NvmeFailoverTest, AMediaErrorFailsAtOnceWithItsErrno) {
+  Make(30000);
+  const io_uring_sqe* first = SubmitRead(0);
+  backend_->OnCompletion(
+      0, CqeFor(first, (nvme::kSctMediaError << 8) | nvme::kScUnrecoveredReadError));
+  EXPECT_EQ(done_.Take(0), -ENODATA);
+  backend_->EndOfTurn();
+  EXPECT_TRUE(Queued().empty());  // no retry timer
+}
+
+TEST_F(NvmeFailoverTest, WithoutFailoverAPathFailureFailsAtOnceAsAGoneNamespace) {
+  Make(0);
+  const io_uring_sqe* first = SubmitRead(3);
+  backend_->OnCompletion(3, CqeFor(first, kHostAborted));
+  EXPECT_EQ(done_.Take(3), -EIO);
+  EXPECT_EQ(stats_->gone_errors.load(), 1u);
 }
 
 }  // namespace

@@ -308,5 +308,20 @@ TEST(NvmeStatus, ARemovedDeviceOrAMissingPathOrNamespaceIsAGoneNamespace) {
   EXPECT_FALSE(NamespaceGone(static_cast<int32_t>(Status(kSctGeneric, kScLbaOutOfRange))));
 }
 
+TEST(NvmeStatus, PathAndTransportFailuresAreRetriedOnAnotherPathAndMediaErrorsAreNot) {
+  EXPECT_TRUE(PathFailure(-EINVAL));  // the head found no live path
+  EXPECT_TRUE(PathFailure(-ENODEV));
+  EXPECT_TRUE(PathFailure(-EAGAIN));
+  EXPECT_TRUE(PathFailure(static_cast<int32_t>(Status(kSctPathRelated, 0x70))));  // host path
+  EXPECT_TRUE(PathFailure(static_cast<int32_t>(Status(kSctPathRelated, 0x71))));  // host abort
+  EXPECT_TRUE(PathFailure(static_cast<int32_t>(Status(kSctPathRelated, 0x03))));  // ANA change
+  EXPECT_FALSE(PathFailure(0));
+  EXPECT_FALSE(PathFailure(-EIO));
+  EXPECT_FALSE(PathFailure(-EOPNOTSUPP));
+  EXPECT_FALSE(PathFailure(static_cast<int32_t>(Status(kSctMediaError, kScUnrecoveredReadError))));
+  EXPECT_FALSE(PathFailure(static_cast<int32_t>(Status(kSctGeneric, kScLbaOutOfRange))));
+  EXPECT_FALSE(PathFailure(static_cast<int32_t>(Status(kSctCommandSpecific, 0x80))));
+}
+
 }  // namespace
 }  // namespace blk::server::nvme

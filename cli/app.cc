@@ -159,12 +159,14 @@ void AddCreateVolume(CLI::App& app, Invocation& invocation) {
       command
           ->add_option("--size", create->size_bytes,
                        "Size: 4096, 64M, 64MiB, 1G (1024-based); optional for nbd (the "
-                       "export's size) and nvme (the rest of the namespace) backends")
+                       "export's size), nvme and nvme-tcp (the rest of the namespace) backends")
           ->transform(SizeValidator());
   command
       ->add_option("--backend", create->backend_uri,
                    "Backend: null://, file:///absolute/path, nbd://host[:port]/export, "
-                   "nbd+unix:///export?socket=/path or nvme:///dev/ngXnY[?offset=SIZE]")
+                   "nbd+unix:///export?socket=/path, nvme:///dev/ngXnY[?offset=SIZE] or "
+                   "nvme-tcp://host[:port]/NQN?nsid=N[&path=host[:port]]...[&offset=SIZE]"
+                   "[&io_timeout=SECONDS][&dhchap_secret_file=/path] (port 4420 by default)")
       ->required()
       ->check(BackendUriValidator());
   command->add_option("--queues", create->queues, "ublk hardware queues (default 1)")
@@ -185,7 +187,8 @@ void AddCreateVolume(CLI::App& app, Invocation& invocation) {
                     "per queue)");
   command
       ->add_option("--io-timeout", create->io_timeout_seconds,
-                   "NBD: seconds I/O waits for a lost server before failing (default 30)")
+                   "NBD: seconds I/O waits for a lost server before failing (default 30; an "
+                   "nvme-tcp:// URI takes &io_timeout=SECONDS)")
       ->check(CLI::Range(1u, 86400u));
   command
       ->add_option("--rq-affinity", create->rq_affinity,

@@ -25,7 +25,9 @@ absl::StatusOr<blk::v1::CreateVolumeRequest> BuildCreateVolumeRequest(
   volume.set_poll(flags.poll);
   if (flags.io_timeout_seconds != 0) {
     if (!volume.has_nbd()) {
-      return absl::InvalidArgumentError("--io-timeout applies to nbd:// and nbd+unix:// backends");
+      return absl::InvalidArgumentError(
+          "--io-timeout applies to nbd:// and nbd+unix:// backends (an nvme-tcp:// URI takes "
+          "&io_timeout=SECONDS)");
     }
     volume.mutable_nbd()->set_io_timeout_seconds(flags.io_timeout_seconds);
   }

@@ -115,6 +115,11 @@ std::string RenderVolume(const blk::v1::Volume& volume) {
     fields.push_back({"io timeouts", absl::StrCat(status.io_timeouts())});
     fields.push_back({"flush losses", absl::StrCat(status.unflushed_losses())});
   }
+  if (volume.nvme().has_fabric()) {
+    fields.push_back(
+        {"paths", absl::StrCat(status.nvme_paths_live(), "/", status.nvme_paths_total(), " live")});
+    fields.push_back({"failovers", absl::StrCat(status.nvme_failovers())});
+  }
   if (volume.poll()) fields.push_back({"poll", "yes"});
   if (!status.copy_mode().empty()) fields.push_back({"copy mode", status.copy_mode()});
   if (!status.io_mode().empty()) fields.push_back({"io mode", status.io_mode()});

@@ -18,10 +18,13 @@ absl::StatusOr<std::string> BackendForVolume(absl::string_view class_backend,
   }
   if (parsed->has_null()) return backend;
   if (parsed->has_nvme()) {
+    const bool remote = parsed->nvme().has_fabric();
     return absl::InvalidArgumentError(absl::StrCat(
-        "backend '", class_backend,
-        "': an nvme:// class cannot be provisioned dynamically (its path names one namespace, "
-        "which every claim would share); make one PersistentVolume per namespace range"));
+        "backend '", class_backend, "': an ", remote ? "nvme-tcp://" : "nvme://",
+        " class cannot be provisioned dynamically (its ",
+        remote ? "subsystem NQN and nsid name" : "path names",
+        " one namespace, which every claim would share); make one PersistentVolume per "
+        "namespace range"));
   }
   if (!absl::StrContains(class_backend, kVolumePlaceholder)) {
     return absl::InvalidArgumentError(

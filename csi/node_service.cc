@@ -473,7 +473,10 @@ grpc::Status NodeService::NodeExpandVolume(grpc::ServerContext*,
     return grpc::Status(
         grpc::StatusCode::FAILED_PRECONDITION,
         absl::StrCat("volume ", request->volume_id(), " is on NVMe namespace ",
-                     volume.nvme().path(),
+                     volume.nvme().has_fabric()
+                         ? absl::StrCat(volume.nvme().fabric().nsid(), " of ",
+                                        volume.nvme().fabric().subsystem_nqn())
+                         : volume.nvme().path(),
                      ": its grown size would be lost at the next stage; "
                      "recreate it with the new size in its volume context instead"));
   }

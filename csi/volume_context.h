@@ -12,9 +12,11 @@ namespace blk::csi {
 // The volume context keys (a StorageClass's parameters) blk-csi turns into an
 // agent volume:
 //   backend     REQUIRED: a backend URI as blkctl takes it ("file:///var/lib/a.img",
-//               "nbd://host/export", "nvme:///dev/ng0n1?offset=1G", "null://")
+//               "nbd://host/export", "nvme:///dev/ng0n1?offset=1G",
+//               "nvme-tcp://10.0.0.5/nqn.2014-08.org.example:array1?nsid=1&path=10.0.1.5",
+//               "null://")
 //   size        bytes or K/M/G/T ("10Gi" too, as Kubernetes writes it); optional
-//               for nbd and nvme (the export's / namespace's size)
+//               for nbd, nvme and nvme-tcp (the export's / namespace's size)
 //   queues      ublk hardware queues (1..)
 //   rqAffinity  0, 1 or 2
 //   placement   "hctx", "spread" or a CPU list

@@ -31,6 +31,10 @@ class UblkVolumeDevice final : public VolumeDevice {
   }
   int id() const override { return device_->id(); }
   BackendFaults backend_faults() const override {
+    if (nvme_) {
+      return {.io_timeouts = nvme_->failover_timeouts.load(std::memory_order_relaxed),
+              .nvme_failovers = nvme_->failovers.load(std::memory_order_relaxed)};
+    }
     if (!nbd_) return {};
     return {.reconnects = nbd_->reconnects.load(std::memory_order_relaxed),
             .server_errors = nbd_->server_errors.load(std::memory_order_relaxed),
@@ -140,8 +144,16 @@ UblkProvisioner::UblkProvisioner(bool io_stats, bool zero_copy, uint64_t rq_affi
       rq_affinity_flag_(rq_affinity_flag),
       nbd_connect_timeout_(nbd_connect_timeout) {}
 
-server::DeviceConfig UblkProvisioner::ConfigFor(const v1::Volume& spec) const {
+absl::StatusOr<server::DeviceConfig> UblkProvisioner::ConfigFor(const v1::Volume& spec,
+                                                                FabricNeed need) const {
   server::DeviceConfig config = DeviceConfigFor(spec);
+  if (spec.has_nvme() && spec.nvme().has_fabric()) {
+    absl::StatusOr<FabricAttachment> attached = fabric_attacher_(spec.nvme().fabric(), need);
+    if (!attached.ok()) return attached.status();
+    auto& nvme = std::get<server::NvmeBackendConfig>(config.backend);
+    nvme.path = attached->head_path;
+    nvme.path_failover_ms = FabricIoTimeoutMs(spec.nvme().fabric());
+  }
   config.io_stats = io_stats_;
   config.zero_copy = zero_copy_;
   config.batch_io = batch_io_;
@@ -156,16 +168,20 @@ absl::StatusOr<std::unique_ptr<VolumeDevice>> UblkProvisioner::Provision(const v
                                                                          int device_id,
                                                                          bool fresh) {
   const uint32_t id = device_id < 0 ? server::kAnyDeviceId : static_cast<uint32_t>(device_id);
-  server::DeviceConfig config = ConfigFor(spec);
+  absl::StatusOr<server::DeviceConfig> config =
+      ConfigFor(spec, fresh ? FabricNeed::kEveryPath : FabricNeed::kAnyPath);
+  if (!config.ok()) return config.status();
   absl::StatusOr<std::unique_ptr<server::Device>> device = server::Device::Create(
-      config, id, fresh ? server::OpenPurpose::kCreate : server::OpenPurpose::kReopen);
+      *config, id, fresh ? server::OpenPurpose::kCreate : server::OpenPurpose::kReopen);
   if (!device.ok()) return device.status();
-  return std::make_unique<UblkVolumeDevice>(std::move(*device), config);
+  return std::make_unique<UblkVolumeDevice>(std::move(*device), *config);
 }
 
 absl::StatusOr<std::unique_ptr<VolumeDevice>> UblkProvisioner::Recover(const v1::Volume& spec,
                                                                        int device_id) {
-  const server::DeviceConfig config = ConfigFor(spec);
+  absl::StatusOr<server::DeviceConfig> attached = ConfigFor(spec, FabricNeed::kAnyPath);
+  if (!attached.ok()) return attached.status();
+  const server::DeviceConfig& config = *attached;
   absl::StatusOr<std::unique_ptr<server::Device>> device =
       server::Device::Recover(static_cast<uint32_t>(device_id), config);
   if (!device.ok()) return device.status();

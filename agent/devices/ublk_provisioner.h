@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 
+#include "agent/devices/nvme_fabric.h"
 #include "agent/devices/volume_device.h"
 #include "server/backend_config.h"
 #include "server/ublk/device.h"
@@ -35,13 +36,16 @@ class UblkProvisioner final : public DeviceProvisioner {
   absl::Status DeleteKernelDevice(int device_id) override;
 
  private:
-  server::DeviceConfig ConfigFor(const v1::Volume& spec) const;
+  // The device's configuration; a fabric volume's controllers are connected first (`need`) and
+  // its namespace's current head is what the device serves.
+  absl::StatusOr<server::DeviceConfig> ConfigFor(const v1::Volume& spec, FabricNeed need) const;
 
   bool io_stats_;
   bool zero_copy_;
   bool batch_io_;
   uint64_t rq_affinity_flag_;
   std::chrono::milliseconds nbd_connect_timeout_;
+  FabricAttacher fabric_attacher_ = RealFabricAttacher();
 };
 
 }  // namespace blk::agent

@@ -19,6 +19,7 @@ struct BackendFaults {
   uint64_t protocol_errors = 0;
   uint64_t io_timeouts = 0;
   uint64_t unflushed_losses = 0;
+  uint64_t nvme_failovers = 0;  // NVMe/TCP: commands resubmitted on another path
 };
 
 // The block device that serves one volume, as the volume table sees it.

@@ -111,7 +111,7 @@ std::string BackendLabel(const v1::Volume& volume) {
     case v1::Volume::kNbd:
       return "nbd";
     case v1::Volume::kNvme:
-      return "nvme";
+      return volume.nvme().has_fabric() ? "nvme-tcp" : "nvme";
     case v1::Volume::BACKEND_NOT_SET:
       break;
   }
@@ -242,6 +242,28 @@ void AppendBackendFaultFamilies(const std::vector<v1::Volume>& volumes,
   families.push_back(std::move(errors));
 }
 
+// Each NVMe/TCP volume's paths and the commands moved between them.
+void AppendFabricFamilies(const std::vector<v1::Volume>& volumes,
+                          std::vector<MetricFamily>& families) {
+  MetricFamily live =
+      Family("blk_volume_nvme_paths_live", "NVMe/TCP: the volume's paths whose controller is live.",
+             MetricType::Gauge);
+  MetricFamily total =
+      Family("blk_volume_nvme_paths", "NVMe/TCP: the paths the volume names.", MetricType::Gauge);
+  MetricFamily failovers =
+      Family("blk_volume_nvme_failovers_total",
+             "NVMe/TCP: commands resubmitted after failing for a path or transport reason.",
+             MetricType::Counter);
+  for (const v1::Volume& volume : volumes) {
+    if (!volume.has_nvme() || !volume.nvme().has_fabric()) continue;
+    const v1::VolumeStatus& status = volume.status();
+    AddSample(live, {{"volume", volume.id()}}, status.nvme_paths_live());
+    AddSample(total, {{"volume", volume.id()}}, status.nvme_paths_total());
+    AddSample(failovers, {{"volume", volume.id()}}, static_cast<double>(status.nvme_failovers()));
+  }
+  for (MetricFamily* family : {&live, &total, &failovers}) families.push_back(std::move(*family));
+}
+
 void AppendUnknownDevices(size_t unknown_devices, std::vector<MetricFamily>& families) {
   MetricFamily unknown =
       Family("blk_unknown_ublk_devices",
@@ -260,6 +282,7 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   AppendStateCounts(volumes, families);
   AppendVolumeFamilies(volumes, families);
   AppendBackendFaultFamilies(volumes, families);
+  AppendFabricFamilies(volumes, families);
   AppendTuningFamilies(volumes, families);
   AppendUnknownDevices(volumes_.UnknownKernelDevices().size(), families);
   AddIoStats(volumes_.AllStats(), families);

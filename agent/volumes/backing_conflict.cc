@@ -22,12 +22,30 @@ bool SameBacking(const std::string& a, const std::string& b) {
   return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+// Whether two nvme specs name the same namespace: a remote one by subsystem and nsid, whatever
+// multipath head it has on this host; a local one by its char device, which may also be the head
+// of a remote namespace (nvme.path of a fabric volume is the one the agent found, empty until it
+// looked).
+bool SameNamespace(const v1::NvmeBackend& a, const v1::NvmeBackend& b) {
+  if (a.has_fabric() && b.has_fabric()) {
+    return a.fabric().subsystem_nqn() == b.fabric().subsystem_nqn() &&
+           a.fabric().nsid() == b.fabric().nsid();
+  }
+  return !a.path().empty() && !b.path().empty() && SameBacking(a.path(), b.path());
+}
+
 // Whether two nvme specs name the same namespace and their byte ranges intersect.
 bool NvmeVolumesOverlap(const v1::Volume& a, const v1::Volume& b) {
-  if (!SameBacking(a.nvme().path(), b.nvme().path())) return false;
+  if (!SameNamespace(a.nvme(), b.nvme())) return false;
   const uint64_t a_start = a.nvme().offset_bytes();
   const uint64_t b_start = b.nvme().offset_bytes();
   return a_start < b_start + b.size_bytes() && b_start < a_start + a.size_bytes();
+}
+
+std::string NamespaceName(const v1::NvmeBackend& nvme) {
+  if (!nvme.has_fabric()) return nvme.path();
+  return absl::StrCat("namespace ", nvme.fabric().nsid(), " of ", nvme.fabric().subsystem_nqn(),
+                      nvme.path().empty() ? "" : absl::StrCat(" (", nvme.path(), ")"));
 }
 
 absl::Status CheckNvmeRangeIsFree(const v1::Volume& spec, const VolumeEntries& volumes) {
@@ -41,8 +59,8 @@ absl::Status CheckNvmeRangeIsFree(const v1::Volume& spec, const VolumeEntries& v
     const uint64_t other = taken.nvme().offset_bytes();
     return absl::FailedPreconditionError(
         absl::StrCat("volume.nvme: bytes [", start, ", ", start + spec.size_bytes(), ") of ",
-                     spec.nvme().path(), " overlap volume '", id, "' (bytes [", other, ", ",
-                     other + taken.size_bytes(), ") of ", taken.nvme().path(),
+                     NamespaceName(spec.nvme()), " overlap volume '", id, "' (bytes [", other, ", ",
+                     other + taken.size_bytes(), ") of ", NamespaceName(taken.nvme()),
                      entry.growing_to_bytes > entry.volume.size_bytes() ? ", growing" : "", ")"));
   }
   return absl::OkStatus();

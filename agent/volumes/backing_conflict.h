@@ -1,5 +1,5 @@
 // Two volumes must not share their backing store: one file, or overlapping bytes of one NVMe
-// namespace.
+// namespace (a local one by its char device, a remote one by subsystem NQN and nsid).
 #pragma once
 
 #include "absl/status/status.h"

@@ -10,8 +10,11 @@
 
 namespace blk::agent {
 
-SpecResolver::SpecResolver(NbdSizeProbe nbd_probe, NvmeNamespaceProbe nvme_probe)
-    : nbd_probe_(std::move(nbd_probe)), nvme_probe_(std::move(nvme_probe)) {}
+SpecResolver::SpecResolver(NbdSizeProbe nbd_probe, NvmeNamespaceProbe nvme_probe,
+                           FabricAttacher fabric_attacher)
+    : nbd_probe_(std::move(nbd_probe)),
+      nvme_probe_(std::move(nvme_probe)),
+      fabric_attacher_(std::move(fabric_attacher)) {}
 
 absl::Status SpecResolver::Resolve(v1::Volume& spec, const v1::Volume* existing,
                                    bool size_is_minimum) const {
@@ -62,17 +65,35 @@ absl::Status SpecResolver::ResolveNbdSize(v1::Volume& spec, const v1::Volume* ex
 }
 
 absl::Status SpecResolver::ResolveNvme(v1::Volume& spec, const v1::Volume* existing) const {
+  v1::NvmeBackend& nvme = *spec.mutable_nvme();
   if (existing != nullptr) {
     if (spec.size_bytes() == 0) spec.set_size_bytes(existing->size_bytes());
     if (spec.logical_block_size() == 0) {
       spec.set_logical_block_size(existing->logical_block_size());
     }
+    // A fabric volume's outputs are the existing volume's, whatever the request echoed back.
+    if (nvme.has_fabric() && existing->has_nvme()) {
+      nvme.set_path(existing->nvme().path());
+      *nvme.mutable_fabric()->mutable_agent_connected_paths() =
+          existing->nvme().fabric().agent_connected_paths();
+    }
     return absl::OkStatus();
   }
-  if (absl::Status resolved = ResolveNvmeVolume(spec, nvme_probe_); !resolved.ok()) {
-    return resolved;
+  std::vector<std::string> connected;
+  if (nvme.has_fabric()) {
+    nvme.mutable_fabric()->clear_agent_connected_paths();
+    absl::StatusOr<FabricAttachment> attached =
+        fabric_attacher_(nvme.fabric(), FabricNeed::kEveryPath);
+    if (!attached.ok()) return attached.status();
+    nvme.set_path(attached->head_path);
+    connected = attached->made;
+    for (const std::string& path : connected)
+      nvme.mutable_fabric()->add_agent_connected_paths(path);
   }
-  return ValidateVolumeSpec(spec);
+  absl::Status resolved = ResolveNvmeVolume(spec, nvme_probe_);
+  if (resolved.ok()) resolved = ValidateVolumeSpec(spec);
+  if (!resolved.ok() && !connected.empty()) DisconnectFabricPaths(nvme.fabric(), connected);
+  return resolved;
 }
 
 }  // namespace blk::agent

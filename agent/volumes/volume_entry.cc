@@ -2,6 +2,9 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "agent/devices/nvme_fabric.h"
+
 namespace blk::agent {
 
 v1::Volume SpecOf(const v1::Volume& volume) {
@@ -40,6 +43,21 @@ v1::Volume WithLiveCounters(const VolumeEntry& entry) {
       !lost.empty() && status.state() == v1::VOLUME_STATE_LIVE) {
     status.set_state(v1::VOLUME_STATE_FAILED);
     status.set_message(std::move(lost));
+  }
+  if (volume.has_nvme() && volume.nvme().has_fabric()) {
+    const FabricPathCount paths = CountLivePaths(volume.nvme().fabric());
+    status.set_nvme_paths_live(paths.live);
+    status.set_nvme_paths_total(paths.total);
+    status.set_nvme_failovers(faults.nvme_failovers);
+    // I/O waits (up to io_timeout) for a path; the kernel reconnects the controllers.
+    if (paths.live == 0 && status.state() == v1::VOLUME_STATE_LIVE) {
+      status.set_state(v1::VOLUME_STATE_DEGRADED);
+      status.set_message(absl::StrCat("no live path to nsid ", volume.nvme().fabric().nsid(),
+                                      " of ", volume.nvme().fabric().subsystem_nqn(), " (",
+                                      paths.total, " reconnecting): I/O waits up to ",
+                                      FabricIoTimeoutMs(volume.nvme().fabric()) / 1000,
+                                      " s for one, then fails"));
+    }
   }
   // The device stays and serves what the backing still holds; the rest fails until it is back.
   if (std::string shortfall = entry.device->backing_shortfall(volume.size_bytes());

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/devices/reconcile.h"
 #include "agent/volumes/backing_conflict.h"
+#include "agent/volumes/fabric_paths.h"
 #include "agent/volumes/volume_validation.h"
 #include "blk/v1/volume_state_name.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -22,6 +23,11 @@ using google::protobuf::util::MessageDifferencer;
 v1::Volume IdentityOf(const v1::Volume& volume) {
   v1::Volume identity = SpecOf(volume);
   identity.clear_rq_affinity();
+  // A fabric volume's head and marks are the agent's outputs.
+  if (identity.nvme().has_fabric()) {
+    identity.mutable_nvme()->clear_path();
+    identity.mutable_nvme()->mutable_fabric()->clear_agent_connected_paths();
+  }
   return identity;
 }
 
@@ -286,6 +292,17 @@ absl::StatusOr<v1::Volume> VolumeTable::Create(const v1::Volume& requested, bool
       !resolved.ok()) {
     return resolved;
   }
+  // Controllers the resolver connected for a new fabric volume are disconnected again unless
+  // the volume comes up.
+  std::vector<std::string> connected_now;
+  if (!existing && spec.has_nvme()) {
+    const auto& paths = spec.nvme().fabric().agent_connected_paths();
+    connected_now.assign(paths.begin(), paths.end());
+  }
+  bool created = false;
+  const absl::Cleanup disconnect = [&] {
+    if (!created) DisconnectFabricPaths(spec.nvme().fabric(), connected_now);
+  };
 
   std::optional<BusyClaim> claim;
   int device_id = -1;
@@ -315,6 +332,7 @@ absl::StatusOr<v1::Volume> VolumeTable::Create(const v1::Volume& requested, bool
     } else {
       if (absl::Status free = CheckBackingIsFree(spec, entries_); !free.ok()) return free;
       if (absl::Status fits = CheckVolumeFits(spec, entries_, limits_); !fits.ok()) return fits;
+      InheritConnectedPaths(spec, entries_);
       // The id is chosen and recorded before ADD_DEV: an agent killed in between leaves a
       // device the next start recognizes as half-created.
       device_id = FirstFreeDeviceId(provisioner_.KernelDeviceIds(), ClaimedIdsLocked());
@@ -333,7 +351,9 @@ absl::StatusOr<v1::Volume> VolumeTable::Create(const v1::Volume& requested, bool
       claim.emplace(mutex_, entries_, spec.id());
     }
   }
-  return BringUp(spec, device_id, degrade, fresh, *claim);
+  absl::StatusOr<v1::Volume> up = BringUp(spec, device_id, degrade, fresh, *claim);
+  created = up.ok();
+  return up;
 }
 
 absl::Status VolumeTable::StopOrRemoveDevice(VolumeDevice* device, int device_id, bool force) {
@@ -374,6 +394,11 @@ absl::Status VolumeTable::Delete(const std::string& id, bool force) {
   }
   absl::Status removed = registry_.Remove(id);
   std::unique_ptr<VolumeDevice> stopped_device;  // destroyed after the lock is released
+  v1::Volume deleted;
+  std::vector<std::string> unused_paths;  // disconnected after the lock is released
+  const absl::Cleanup disconnect = [&] {
+    DisconnectFabricPaths(deleted.nvme().fabric(), unused_paths);
+  };
   absl::MutexLock lock(&mutex_);
   claim->ReleaseLocked(mutex_);
   VolumeEntry& entry = entries_.at(id);
@@ -391,7 +416,9 @@ absl::Status VolumeTable::Delete(const std::string& id, bool force) {
                         absl::StrCat("volume '", id, "': its device is removed, but ",
                                      removed.message(), "; delete it again to remove the record"));
   }
+  deleted = std::move(entry.volume);
   entries_.erase(id);
+  unused_paths = UnusedConnectedPaths(deleted, entries_);
   retrier_.Forget(id);
   spdlog::info("volume {}: deleted", id);
   return absl::OkStatus();

@@ -1,12 +1,20 @@
 #include "agent/volumes/volume_validation.h"
 
+#include <arpa/inet.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
+#include <map>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/dns_label.h"
 #include "server/nbd/uri.h"
 #include "server/ublk/cpu_list.h"
@@ -18,6 +26,13 @@ namespace {
 
 constexpr uint32_t kDefaultNbdIoTimeoutSeconds = 30;
 constexpr uint32_t kMaxNbdIoTimeoutSeconds = 24 * 3600;
+// NvmeFabric.io_timeout_seconds: 0 means 30 (volume.proto).
+constexpr uint32_t kDefaultNvmeIoTimeoutSeconds = 30;
+constexpr uint32_t kMaxNvmeIoTimeoutSeconds = 3600;
+// NVMF_NQN_SIZE in the kernel: the longest NQN a connect takes.
+constexpr size_t kMaxNqnBytes = 223;
+constexpr int kMaxNvmePaths = 8;
+constexpr uint32_t kBroadcastNsid = 0xFFFFFFFF;
 
 absl::Status Invalid(absl::string_view field, absl::string_view reason) {
   return absl::InvalidArgumentError(absl::StrCat("volume.", field, ": ", reason));
@@ -69,18 +84,148 @@ absl::Status ValidatePlacement(const std::string& text) {
   return absl::OkStatus();
 }
 
+// The agent writes a fabric volume's NQN and hosts into the comma-separated key=value options it
+// gives /dev/nvme-fabrics: a ',' or '=' in them would add options of the caller's choosing
+// (another host, a hostnqn, a keyring). So only printable ASCII without blanks, ',' and '='.
+bool IsFabricOptionByte(char c) { return c > ' ' && c < 0x7f && c != ',' && c != '='; }
+
+std::string DescribeByte(char c) {
+  if (c > ' ' && c < 0x7f) return absl::StrCat("'", std::string(1, c), "'");
+  return absl::StrFormat("0x%02x", static_cast<unsigned char>(c));
+}
+
+absl::Status ValidateNqn(const std::string& nqn) {
+  constexpr absl::string_view kField = "nvme.fabric.subsystem_nqn";
+  if (nqn.empty()) return Invalid(kField, "is required (e.g. nqn.2014-08.org.example:array1)");
+  if (nqn.size() > kMaxNqnBytes) {
+    return Invalid(kField, absl::StrCat(nqn.size(), " bytes exceed the maximum of ", kMaxNqnBytes));
+  }
+  for (size_t i = 0; i < nqn.size(); ++i) {
+    if (!IsFabricOptionByte(nqn[i])) {
+      return Invalid(kField, absl::StrCat("byte ", i, " (", DescribeByte(nqn[i]),
+                                          ") is not allowed (printable ASCII other than ',', "
+                                          "'=' and blanks)"));
+    }
+  }
+  if (!absl::StartsWith(nqn, "nqn.")) {
+    return Invalid(kField, absl::StrCat("'", nqn, "' does not begin with \"nqn.\""));
+  }
+  return absl::OkStatus();
+}
+
+// The host of a "HOST:PORT" path in one spelling per address ("::1" and "0::1" are one address),
+// so that duplicates show; an error naming what is wrong.
+absl::StatusOr<std::string> CanonicalFabricHost(absl::string_view host) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (absl::ConsumePrefix(&host, "[")) {
+    in6_addr v6{};
+    const std::string inner(host.substr(0, host.size() - 1));
+    if (!absl::EndsWith(host, "]") || ::inet_pton(AF_INET6, inner.c_str(), &v6) != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'[", host, "' is not an IPv6 address in brackets ([fd00::5])"));
+    }
+    ::inet_ntop(AF_INET6, &v6, text, sizeof(text));
+    return absl::StrCat("[", text, "]");
+  }
+  // A name's last label is never all digits (RFC 3696 2): digits and dots are an IPv4 address.
+  if (!host.empty() && host.find_first_not_of("0123456789.") == absl::string_view::npos) {
+    in_addr v4{};
+    if (::inet_pton(AF_INET, std::string(host).c_str(), &v4) != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("'", host, "' is not an IPv4 address"));
+    }
+    ::inet_ntop(AF_INET, &v4, text, sizeof(text));
+    return std::string(text);
+  }
+  // The kernel connects to addresses; a name the agent resolved could later point elsewhere
+  // than the controller it connected.
+  return absl::InvalidArgumentError(absl::StrCat(
+      "host '", host,
+      "' is not an IPv4 address or an IPv6 address in brackets (names are not resolved: give "
+      "the target's address)"));
+}
+
+// "HOST:PORT" in the canonical spelling of CanonicalFabricHost.
+absl::StatusOr<std::string> CanonicalFabricPath(const std::string& path) {
+  const size_t colon = path.rfind(':');
+  const size_t bracket = path.rfind(']');
+  if (colon == std::string::npos || (bracket != std::string::npos && colon < bracket)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "' has no port (expected HOST:PORT, e.g. 10.0.0.5:4420)"));
+  }
+  const absl::string_view host = absl::string_view(path).substr(0, colon);
+  const absl::string_view port_text = absl::string_view(path).substr(colon + 1);
+  if (host.find(':') != absl::string_view::npos && !absl::StartsWith(host, "[")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "': an IPv6 address goes in brackets ([fd00::5]:4420)"));
+  }
+  uint32_t port = 0;
+  if (port_text.empty() || port_text.find_first_not_of("0123456789") != absl::string_view::npos ||
+      !absl::SimpleAtoi(port_text, &port) || port == 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "': port '", port_text, "' is not 1-65535"));
+  }
+  absl::StatusOr<std::string> canonical = CanonicalFabricHost(host);
+  if (!canonical.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("'", path, "': ", canonical.status().message()));
+  }
+  return absl::StrCat(*canonical, ":", port);
+}
+
+// `path` and `agent_connected_paths` are output only: what a request holds there is not checked.
+absl::Status ValidateNvmeFabric(const v1::NvmeFabric& fabric) {
+  if (absl::Status nqn = ValidateNqn(fabric.subsystem_nqn()); !nqn.ok()) return nqn;
+  if (fabric.nsid() == 0) return Invalid("nvme.fabric.nsid", "is required (1 or more)");
+  if (fabric.nsid() == kBroadcastNsid) {
+    return Invalid("nvme.fabric.nsid", "0xffffffff names every namespace, not one");
+  }
+  if (fabric.paths_size() == 0) {
+    return Invalid("nvme.fabric.paths", "at least one HOST:PORT is required");
+  }
+  if (fabric.paths_size() > kMaxNvmePaths) {
+    return Invalid(
+        "nvme.fabric.paths",
+        absl::StrCat(fabric.paths_size(), " paths exceed the maximum of ", kMaxNvmePaths));
+  }
+  std::map<std::string, int> seen;  // canonical path -> index
+  for (int i = 0; i < fabric.paths_size(); ++i) {
+    const std::string field = absl::StrCat("nvme.fabric.paths[", i, "]");
+    absl::StatusOr<std::string> path = CanonicalFabricPath(fabric.paths(i));
+    if (!path.ok()) return Invalid(field, path.status().message());
+    const auto [first, fresh] = seen.emplace(*path, i);
+    if (!fresh) {
+      return Invalid(field, absl::StrCat("'", fabric.paths(i), "' is the same controller as paths[",
+                                         first->second, "]"));
+    }
+  }
+  if (fabric.io_timeout_seconds() > kMaxNvmeIoTimeoutSeconds) {
+    return Invalid("nvme.fabric.io_timeout_seconds",
+                   absl::StrCat(fabric.io_timeout_seconds(), " exceeds the maximum of ",
+                                kMaxNvmeIoTimeoutSeconds));
+  }
+  const std::string& secret = fabric.dhchap_secret_file();
+  if (!secret.empty() && secret.front() != '/') {
+    return Invalid("nvme.fabric.dhchap_secret_file",
+                   absl::StrCat("'", secret, "' is not absolute"));
+  }
+  if (secret.find('\0') != std::string::npos) {
+    return Invalid("nvme.fabric.dhchap_secret_file", "contains a NUL byte");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateNvmeBackend(const v1::NvmeBackend& nvme) {
+  // The namespace's LBA size is checked when the namespace is probed; 512 is every format's unit.
+  if (nvme.offset_bytes() % 512 != 0) {
+    return Invalid("nvme.offset_bytes",
+                   absl::StrCat(nvme.offset_bytes(), " is not a multiple of 512"));
+  }
+  if (nvme.has_fabric()) return ValidateNvmeFabric(nvme.fabric());
   const std::string& path = nvme.path();
   if (path.empty()) return Invalid("nvme.path", "is required (the namespace's /dev/ngXnY)");
   if (path.front() != '/') {
     return Invalid("nvme.path", absl::StrCat("'", path, "' is not absolute"));
   }
   if (path.find('\0') != std::string::npos) return Invalid("nvme.path", "contains a NUL byte");
-  // The namespace's LBA size is checked when the namespace is probed; 512 is every format's unit.
-  if (nvme.offset_bytes() % 512 != 0) {
-    return Invalid("nvme.offset_bytes",
-                   absl::StrCat(nvme.offset_bytes(), " is not a multiple of 512"));
-  }
   return absl::OkStatus();
 }
 
@@ -106,6 +251,16 @@ v1::Volume NormalizeVolumeSpec(const v1::Volume& requested) {
   if (spec.queue_depth() == 0) spec.set_queue_depth(kDefaultQueueDepth);
   if (spec.has_nbd() && spec.nbd().io_timeout_seconds() == 0) {
     spec.mutable_nbd()->set_io_timeout_seconds(kDefaultNbdIoTimeoutSeconds);
+  }
+  if (spec.nvme().has_fabric()) {
+    v1::NvmeFabric& fabric = *spec.mutable_nvme()->mutable_fabric();
+    if (fabric.io_timeout_seconds() == 0)
+      fabric.set_io_timeout_seconds(kDefaultNvmeIoTimeoutSeconds);
+    // One spelling per controller ("0::1" and "::1"), so that volumes sharing a path see it.
+    for (std::string& path : *fabric.mutable_paths()) {
+      absl::StatusOr<std::string> canonical = CanonicalFabricPath(path);
+      if (canonical.ok()) path = *canonical;
+    }
   }
   // "", "hctx" mean the same, and so do "0-1" and "1,0"; text that does not parse is left for
   // validation to report.

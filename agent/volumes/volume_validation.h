@@ -15,8 +15,10 @@ inline constexpr uint32_t kMaxQueueDepth = 4096;
 inline constexpr uint64_t kMaxSizeBytes = uint64_t{1} << 50;  // 1 PiB
 
 // Fills in the documented defaults (block size except for nvme, queues, depth,
-// placement "hctx") and clears the output-only status, so that two requests
-// meaning the same volume compare equal.
+// placement "hctx", the io timeout of nbd and nvme-tcp volumes) and clears the
+// output-only status, so that two requests meaning the same volume compare equal.
+// The output-only fields of an nvme fabric (nvme.path, agent_connected_paths) stay:
+// a restored record holds what the agent found.
 v1::Volume NormalizeVolumeSpec(const v1::Volume& requested);
 
 // Checks every field of a normalized spec. The error is INVALID_ARGUMENT with a
@@ -24,6 +26,8 @@ v1::Volume NormalizeVolumeSpec(const v1::Volume& requested);
 // accepted only for an NBD volume ("the export's size") and an nvme volume ("the
 // namespace's"), a logical block size of 0 only for an nvme volume ("the
 // namespace's"). A placement CPU list may name only CPUs this process may run on.
+// An nvme fabric's NQN and hosts may hold no ',', '=' or blank (they go into the
+// option string written to /dev/nvme-fabrics); its output-only fields are not checked.
 absl::Status ValidateVolumeSpec(const v1::Volume& spec);
 
 // volume.rq_affinity, when set, is 0, 1 or 2 (part of ValidateVolumeSpec; also

@@ -1,6 +1,6 @@
 // libFuzzer target: backend URIs as blkctl reads them (cli/backend_uri), with their percent-encoded
-// paths and the nvme:// ?offset=SIZE. An accepted URI sets exactly one backend, and its printed
-// form parses back to the same backend.
+// paths, the nvme:// ?offset=SIZE and the nvme-tcp:// hosts, NQN and query. An accepted URI sets
+// exactly one backend, and its printed form parses back to the same backend.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

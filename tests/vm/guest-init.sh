@@ -88,6 +88,7 @@ main() {
   env -i "${job_env[@]}" \
     PATH="$PATH" HOME=/root LANG=C.UTF-8 TERM=dumb \
     BLK_VM_KERNEL="$job_flavour" BLK_VM_RELEASE="$job_release" BLK_VM_OUT="$blk_out" \
+    BLK_VM_MODBASE="$job_modbase" \
     "${job_argv[@]}" </dev/null >>"$blk_out/guest.log" 2>&1
   status=$?
   echo "$status" >"$blk_out/exit-status"

@@ -89,3 +89,82 @@ TEST(BackingConflictTest, NullAndNbdVolumesNeverConflict) {
 
 }  // namespace
 }  // namespace blk::agent
+
+namespace blk::agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::Volume FabricRange(const std::string& id, const std::string& nqn, uint32_t nsid,
+                       uint64_t offset, uint64_t size) {
+  v1::Volume volume;
+  volume.set_id(id);
+  volume.set_size_bytes(size);
+  volume.mutable_nvme()->set_offset_bytes(offset);
+  v1::NvmeFabric& fabric = *volume.mutable_nvme()->mutable_fabric();
+  fabric.set_subsystem_nqn(nqn);
+  fabric.set_nsid(nsid);
+  fabric.add_paths("10.0.0.5:4420");
+  return volume;
+}
+
+constexpr char kConflictNqn[] = "nqn.2014-08.org.example:array1";
+
+TEST(BackingConflictTest, FabricVolumesOverlapOnOneSubsystemAndNsidWhateverTheirPaths) {
+  v1::Volume a = FabricRange("a", kConflictNqn, 1, 0, 1 << 20);
+  a.mutable_nvme()->set_path("/dev/ng3n1");
+  const VolumeEntries entries = With({a, FabricRange("b", kConflictNqn, 1, 1 << 20, 1 << 20)});
+  // Another spelling of the controllers, and no head found yet: still namespace 1 of array1.
+  v1::Volume c = FabricRange("c", kConflictNqn, 1, 1536 << 10, 1 << 20);
+  c.mutable_nvme()->mutable_fabric()->set_paths(0, "[fd00::5]:4420");
+  absl::Status overlap = CheckBackingIsFree(c, entries);
+  EXPECT_EQ(overlap.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(overlap.message()),
+              HasSubstr("volume.nvme: bytes [1572864, 2621440) of namespace 1 of "
+                        "nqn.2014-08.org.example:array1 overlap volume 'b' (bytes [1048576, "
+                        "2097152) of namespace 1 of nqn.2014-08.org.example:array1)"));
+  overlap = CheckBackingIsFree(FabricRange("c", kConflictNqn, 1, 512 << 10, 1 << 10), entries);
+  EXPECT_THAT(std::string(overlap.message()), HasSubstr("overlap volume 'a'"));
+  EXPECT_THAT(std::string(overlap.message()), HasSubstr("array1 (/dev/ng3n1))"));
+  // Right after the last, another namespace, another subsystem: free.
+  EXPECT_TRUE(
+      CheckBackingIsFree(FabricRange("c", kConflictNqn, 1, 2 << 20, 1 << 20), entries).ok());
+  EXPECT_TRUE(CheckBackingIsFree(FabricRange("c", kConflictNqn, 2, 0, 1 << 20), entries).ok());
+  EXPECT_TRUE(
+      CheckBackingIsFree(FabricRange("c", "nqn.2014-08.org.example:array2", 1, 0, 1 << 20), entries)
+          .ok());
+}
+
+TEST(BackingConflictTest, AFabricVolumeGrowingCountsWithItsNewSize) {
+  VolumeEntries entries = With({FabricRange("a", kConflictNqn, 1, 0, 1 << 20)});
+  entries["a"].growing_to_bytes = 2 << 20;
+  absl::Status overlap =
+      CheckBackingIsFree(FabricRange("b", kConflictNqn, 1, 1 << 20, 1 << 20), entries);
+  EXPECT_THAT(std::string(overlap.message()), HasSubstr(", growing)"));
+  v1::Volume grown = FabricRange("b", kConflictNqn, 1, 4 << 20, 1 << 20);
+  const VolumeEntries with_b = With({FabricRange("a", kConflictNqn, 1, 0, 1 << 20), grown});
+  grown.set_size_bytes(4 << 20);
+  grown.mutable_nvme()->set_offset_bytes(0);
+  EXPECT_EQ(CheckGrowthIsFree(grown, with_b).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(BackingConflictTest, AFabricAndALocalVolumeConflictOnlyThroughAKnownHead) {
+  // The local volume is on the char device that is the fabric volume's multipath head.
+  v1::Volume remote = FabricRange("remote", kConflictNqn, 1, 0, 1 << 20);
+  remote.mutable_nvme()->set_path("/dev/ng0n1");
+  absl::Status overlap = CheckBackingIsFree(Nvme("local", 0, 1 << 20), With({remote}));
+  EXPECT_EQ(overlap.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(overlap.message()),
+              HasSubstr("of /dev/ng0n1 overlap volume 'remote' (bytes [0, 1048576) of namespace 1 "
+                        "of nqn.2014-08.org.example:array1 (/dev/ng0n1))"));
+  overlap = CheckBackingIsFree(remote, With({Nvme("local", 0, 1 << 20)}));
+  EXPECT_THAT(std::string(overlap.message()), HasSubstr("overlap volume 'local'"));
+  // Disjoint bytes of the head, or a head not known yet (an empty path is no device): free.
+  EXPECT_TRUE(CheckBackingIsFree(Nvme("local", 1 << 20, 1 << 20), With({remote})).ok());
+  remote.mutable_nvme()->clear_path();
+  EXPECT_TRUE(CheckBackingIsFree(Nvme("local", 0, 1 << 20), With({remote})).ok());
+  EXPECT_TRUE(CheckBackingIsFree(remote, With({Nvme("local", 0, 1 << 20)})).ok());
+}
+
+}  // namespace
+}  // namespace blk::agent

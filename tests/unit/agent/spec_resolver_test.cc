@@ -28,7 +28,27 @@ class SpecResolverTest : public ::testing::Test {
         [this](const std::string& path) -> absl::StatusOr<server::NvmeNamespaceInfo> {
           probed_.push_back(path);
           return server::NvmeNamespaceInfo{uint64_t{1} << 30, 4096, true};
+        },
+        [this](const v1::NvmeFabric& fabric, FabricNeed need) -> absl::StatusOr<FabricAttachment> {
+          attached_.push_back(fabric.subsystem_nqn());
+          EXPECT_EQ(need, FabricNeed::kEveryPath);
+          if (!attach_error_.ok()) return attach_error_;
+          return FabricAttachment{"/dev/ng7n2", {"127.0.0.1:4421"}};
         });
+  }
+  static v1::Volume Fabric(uint64_t size) {
+    v1::Volume volume;
+    volume.set_id("t1");
+    volume.set_size_bytes(size);
+    v1::NvmeFabric& fabric = *volume.mutable_nvme()->mutable_fabric();
+    fabric.set_subsystem_nqn("nqn.2026-12.io.blk:array");
+    fabric.set_nsid(2);
+    fabric.add_paths("127.0.0.1:4420");
+    fabric.add_paths("127.0.0.1:4421");
+    // Output only: whatever a caller sends is replaced.
+    fabric.add_agent_connected_paths("127.0.0.1:4420");
+    volume.mutable_nvme()->set_path("/dev/ng0n1");
+    return NormalizeVolumeSpec(volume);
   }
   static v1::Volume Nbd(uint64_t size = 0) {
     v1::Volume volume;
@@ -54,7 +74,41 @@ class SpecResolverTest : public ::testing::Test {
 
   uint64_t export_size_ = uint64_t{256} << 20;
   std::vector<std::string> probed_;
+  std::vector<std::string> attached_;
+  absl::Status attach_error_;
 };
+
+TEST_F(SpecResolverTest, AFabricVolumeIsServedFromTheHeadItsConnectFoundAndMarksWhatItConnected) {
+  v1::Volume spec = Fabric(0);
+  ASSERT_TRUE(Resolver().Resolve(spec, nullptr).ok());
+  EXPECT_THAT(attached_, ElementsAre("nqn.2026-12.io.blk:array"));
+  EXPECT_THAT(probed_, ElementsAre("/dev/ng7n2"));
+  EXPECT_EQ(spec.nvme().path(), "/dev/ng7n2");
+  EXPECT_THAT(spec.nvme().fabric().agent_connected_paths(), ElementsAre("127.0.0.1:4421"));
+  EXPECT_EQ(spec.size_bytes(), uint64_t{1} << 30);
+  EXPECT_EQ(spec.logical_block_size(), 4096u);
+}
+
+TEST_F(SpecResolverTest, AFabricVolumeThatCannotConnectIsRefusedWithTheConnectError) {
+  attach_error_ = absl::UnavailableError("connecting to NVMe/TCP target 127.0.0.1:4421: refused");
+  v1::Volume spec = Fabric(0);
+  absl::Status resolved = Resolver().Resolve(spec, nullptr);
+  EXPECT_EQ(resolved.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(resolved.message(), HasSubstr("127.0.0.1:4421"));
+  EXPECT_THAT(probed_, IsEmpty());
+}
+
+TEST_F(SpecResolverTest, AnExistingFabricVolumeKeepsItsOutputsAndConnectsNothing) {
+  v1::Volume existing = Fabric(uint64_t{1} << 30);
+  existing.mutable_nvme()->set_path("/dev/ng7n2");
+  existing.mutable_nvme()->mutable_fabric()->clear_agent_connected_paths();
+  existing.mutable_nvme()->mutable_fabric()->add_agent_connected_paths("127.0.0.1:4421");
+  v1::Volume spec = Fabric(0);
+  ASSERT_TRUE(Resolver().Resolve(spec, &existing).ok());
+  EXPECT_THAT(attached_, IsEmpty());
+  EXPECT_EQ(spec.nvme().path(), "/dev/ng7n2");
+  EXPECT_THAT(spec.nvme().fabric().agent_connected_paths(), ElementsAre("127.0.0.1:4421"));
+}
 
 TEST_F(SpecResolverTest, AnNbdSpecWithoutASizeTakesTheExports) {
   v1::Volume spec = Nbd();

@@ -186,3 +186,189 @@ TEST(ValidateVolumeSpecTest, NbdIoTimeoutIsBounded) {
 
 }  // namespace
 }  // namespace blk::agent
+
+namespace blk::agent {
+namespace {
+
+v1::Volume ValidFabricSpec() {
+  v1::Volume volume;
+  volume.set_id("remote-nvme");
+  volume.set_size_bytes(1 << 30);
+  v1::NvmeFabric& fabric = *volume.mutable_nvme()->mutable_fabric();
+  fabric.set_subsystem_nqn("nqn.2014-08.org.example:array1");
+  fabric.set_nsid(1);
+  fabric.add_paths("10.0.0.5:4420");
+  fabric.add_paths("[fd00::5]:4420");
+  fabric.add_paths("10.0.0.7:4421");
+  return NormalizeVolumeSpec(volume);
+}
+
+TEST(NvmeFabricValidation, AcceptsAFullSpecAndNeedsNoLocalPath) {
+  v1::Volume spec = ValidFabricSpec();
+  spec.mutable_nvme()->set_offset_bytes(1 << 20);
+  spec.mutable_nvme()->mutable_fabric()->set_dhchap_secret_file("/etc/blk/array1.key");
+  spec.mutable_nvme()->mutable_fabric()->set_io_timeout_seconds(3600);
+  EXPECT_TRUE(ValidateVolumeSpec(spec).ok()) << ValidateVolumeSpec(spec);
+}
+
+TEST(NvmeFabricValidation, OutputOnlyFieldsOfARequestAreIgnored) {
+  v1::Volume spec = ValidFabricSpec();
+  spec.mutable_nvme()->set_path("not even absolute, = or ,");
+  spec.mutable_nvme()->mutable_fabric()->add_agent_connected_paths("garbage,traddr=1.2.3.4");
+  EXPECT_TRUE(ValidateVolumeSpec(spec).ok()) << ValidateVolumeSpec(spec);
+}
+
+TEST(NormalizeVolumeSpecTest, NvmeFabricIoTimeoutDefaultsTo30SecondsAndOutputFieldsStay) {
+  v1::Volume volume = ValidFabricSpec();
+  EXPECT_EQ(volume.nvme().fabric().io_timeout_seconds(), 30u);
+  volume.mutable_nvme()->mutable_fabric()->set_io_timeout_seconds(5);
+  volume.mutable_nvme()->set_path("/dev/ng2n1");
+  volume.mutable_nvme()->mutable_fabric()->add_agent_connected_paths("10.0.0.5:4420");
+  const v1::Volume normalized = NormalizeVolumeSpec(volume);
+  EXPECT_EQ(normalized.nvme().fabric().io_timeout_seconds(), 5u);
+  EXPECT_EQ(normalized.nvme().path(), "/dev/ng2n1");
+  EXPECT_EQ(normalized.nvme().fabric().agent_connected_paths_size(), 1);
+  EXPECT_EQ(NvmeVolume().nvme().has_fabric(), false);
+}
+
+TEST(NormalizeVolumeSpecTest, FabricPathsTakeOneSpellingPerController) {
+  v1::Volume volume = ValidFabricSpec();
+  volume.mutable_nvme()->mutable_fabric()->set_paths(0, "10.0.0.5:04420");
+  volume.mutable_nvme()->mutable_fabric()->set_paths(1, "[fd00:0::5]:4420");
+  const v1::Volume normalized = NormalizeVolumeSpec(volume);
+  EXPECT_EQ(normalized.nvme().fabric().paths(0), "10.0.0.5:4420");
+  EXPECT_EQ(normalized.nvme().fabric().paths(1), "[fd00::5]:4420");
+}
+
+TEST(NvmeFabricValidation, TheNqnIsRequiredBoundedAndBeginsWithNqn) {
+  v1::Volume spec = ValidFabricSpec();
+  spec.mutable_nvme()->mutable_fabric()->set_subsystem_nqn("");
+  ExpectInvalid(spec, "volume.nvme.fabric.subsystem_nqn: is required");
+  spec.mutable_nvme()->mutable_fabric()->set_subsystem_nqn("iqn.2001-04.com.example:disk");
+  ExpectInvalid(spec, "does not begin with \"nqn.\"");
+  spec.mutable_nvme()->mutable_fabric()->set_subsystem_nqn("nqn." + std::string(219, 'a'));
+  EXPECT_TRUE(ValidateVolumeSpec(spec).ok()) << ValidateVolumeSpec(spec);
+  spec.mutable_nvme()->mutable_fabric()->set_subsystem_nqn("nqn." + std::string(220, 'a'));
+  ExpectInvalid(spec, "volume.nvme.fabric.subsystem_nqn: 224 bytes exceed the maximum of 223");
+}
+
+// SECURITY: the NQN and hosts go into "key=value,key=value" written to /dev/nvme-fabrics.
+TEST(NvmeFabricValidation, NoByteOfTheNqnCanAddAFabricsOption) {
+  for (const std::string& bad : std::vector<std::string>{
+           ",hostnqn=nqn.evil", "=", " ", "\t", "\n", std::string(1, '\0'), "\x7f", "\xc3\xa9"}) {
+    SCOPED_TRACE(bad);
+    v1::Volume spec = ValidFabricSpec();
+    spec.mutable_nvme()->mutable_fabric()->set_subsystem_nqn("nqn.x:a" + bad + "b");
+    ExpectInvalid(spec, "volume.nvme.fabric.subsystem_nqn: byte 7 (");
+  }
+  v1::Volume spec = ValidFabricSpec();
+  spec.mutable_nvme()->mutable_fabric()->set_subsystem_nqn("nqn.x:a,b");
+  ExpectInvalid(spec, "byte 7 (',') is not allowed");
+  spec.mutable_nvme()->mutable_fabric()->set_subsystem_nqn("nqn.x:a\tb");
+  ExpectInvalid(spec, "byte 7 (0x09) is not allowed");
+}
+
+TEST(NvmeFabricValidation, NoHostCanAddAFabricsOption) {
+  for (const std::string path :
+       {"10.0.0.6,hostnqn=nqn.evil:4420", "a=b:4420", "10.0.0.6,:4420", "a b:4420", "a\tb:4420",
+        "[fd00::6,]:4420", "10.0.0.6:4420,nr_io_queues=1", "10.0.0.6:44=20", "a\nb:4420"}) {
+    SCOPED_TRACE(path);
+    v1::Volume spec = ValidFabricSpec();
+    spec.mutable_nvme()->mutable_fabric()->set_paths(1, path);
+    ExpectInvalid(spec, "volume.nvme.fabric.paths[1]: '");
+  }
+}
+
+TEST(NvmeFabricValidation, TheNsidIsOneNamespace) {
+  v1::Volume spec = ValidFabricSpec();
+  spec.mutable_nvme()->mutable_fabric()->set_nsid(0);
+  ExpectInvalid(spec, "volume.nvme.fabric.nsid: is required");
+  spec.mutable_nvme()->mutable_fabric()->set_nsid(0xFFFFFFFF);
+  ExpectInvalid(spec, "volume.nvme.fabric.nsid: 0xffffffff");
+  spec.mutable_nvme()->mutable_fabric()->set_nsid(0xFFFFFFFE);
+  EXPECT_TRUE(ValidateVolumeSpec(spec).ok()) << ValidateVolumeSpec(spec);
+}
+
+TEST(NvmeFabricValidation, OneToEightPaths) {
+  v1::Volume spec = ValidFabricSpec();
+  spec.mutable_nvme()->mutable_fabric()->clear_paths();
+  ExpectInvalid(spec, "volume.nvme.fabric.paths: at least one");
+  for (int i = 0; i < 8; ++i) {
+    spec.mutable_nvme()->mutable_fabric()->add_paths(absl::StrCat("10.0.0.", i + 1, ":4420"));
+  }
+  EXPECT_TRUE(ValidateVolumeSpec(spec).ok()) << ValidateVolumeSpec(spec);
+  spec.mutable_nvme()->mutable_fabric()->add_paths("10.0.0.9:4420");
+  ExpectInvalid(spec, "volume.nvme.fabric.paths: 9 paths exceed the maximum of 8");
+}
+
+TEST(NvmeFabricValidation, EachPathIsAHostAndAPort) {
+  struct Case {
+    std::string path;
+    std::string reason;
+  };
+  for (const Case& bad : std::vector<Case>{
+           {"10.0.0.6", "has no port"},
+           {"[fd00::6]", "has no port"},
+           {"10.0.0.6:", "port '' is not 1-65535"},
+           {"10.0.0.6:0", "port '0' is not 1-65535"},
+           {"10.0.0.6:65536", "port '65536'"},
+           {"10.0.0.6:+44", "port '+44'"},
+           {":4420", "host ''"},
+           {"fd00::6:4420", "an IPv6 address goes in brackets"},
+           {"[fd00::zz]:4420", "is not an IPv6 address in brackets"},
+           {"[fe80::1%eth0]:4420", "is not an IPv6 address in brackets"},
+           {"[fd00::6]x:4420", "is not an IPv6 address in brackets"},
+           {"10.0.0.256:4420", "'10.0.0.256' is not an IPv4 address"},
+           {"1.2.3:4420", "'1.2.3' is not an IPv4 address"},
+           {"010.0.0.5:4420", "'010.0.0.5' is not an IPv4 address"},
+           {"array.example:4420", "names are not resolved: give the target's address"},
+           {"array_b:4420", "is not an IPv4 address or an IPv6 address in brackets"},
+       }) {
+    SCOPED_TRACE(bad.path);
+    v1::Volume spec = ValidFabricSpec();
+    spec.mutable_nvme()->mutable_fabric()->set_paths(2, bad.path);
+    ExpectInvalid(spec, "volume.nvme.fabric.paths[2]: '" + bad.path + "'");
+    ExpectInvalid(spec, bad.reason);
+  }
+}
+
+TEST(NvmeFabricValidation, APathNamedTwiceIsRefusedHoweverItIsSpelled) {
+  for (const std::string again : {"10.0.0.5:4420", "10.0.0.5:04420"}) {
+    v1::Volume spec = ValidFabricSpec();
+    spec.mutable_nvme()->mutable_fabric()->set_paths(2, again);
+    ExpectInvalid(
+        spec, "volume.nvme.fabric.paths[2]: '" + again + "' is the same controller as paths[0]");
+  }
+  v1::Volume spec = ValidFabricSpec();
+  spec.mutable_nvme()->mutable_fabric()->set_paths(2, "[fd00:0::5]:4420");
+  ExpectInvalid(spec,
+                "volume.nvme.fabric.paths[2]: '[fd00:0::5]:4420' is the same controller as "
+                "paths[1]");
+  // Another port of the same host is another controller.
+  spec = ValidFabricSpec();
+  spec.mutable_nvme()->mutable_fabric()->set_paths(2, "10.0.0.5:4421");
+  EXPECT_TRUE(ValidateVolumeSpec(spec).ok()) << ValidateVolumeSpec(spec);
+}
+
+TEST(NvmeFabricValidation, IoTimeoutOffsetAndSecretFile) {
+  v1::Volume spec = ValidFabricSpec();
+  spec.mutable_nvme()->mutable_fabric()->set_io_timeout_seconds(3601);
+  ExpectInvalid(spec, "volume.nvme.fabric.io_timeout_seconds: 3601 exceeds the maximum of 3600");
+  spec = ValidFabricSpec();
+  spec.mutable_nvme()->set_offset_bytes(4095);
+  ExpectInvalid(spec, "volume.nvme.offset_bytes");
+  spec = ValidFabricSpec();
+  spec.mutable_nvme()->mutable_fabric()->set_dhchap_secret_file("etc/key");
+  ExpectInvalid(spec, "volume.nvme.fabric.dhchap_secret_file: 'etc/key' is not absolute");
+  spec.mutable_nvme()->mutable_fabric()->set_dhchap_secret_file(std::string("/etc/k\0ey", 9));
+  ExpectInvalid(spec, "volume.nvme.fabric.dhchap_secret_file: contains a NUL byte");
+}
+
+TEST(NvmeVolumeValidation, WithoutAFabricTheLocalPathIsStillRequired) {
+  v1::Volume spec = ValidFabricSpec();
+  spec.mutable_nvme()->clear_fabric();
+  ExpectInvalid(spec, "volume.nvme.path: is required");
+}
+
+}  // namespace
+}  // namespace blk::agent

@@ -74,6 +74,31 @@ TEST_F(Blkctl, NvmeVolumeWithoutSizeSendsPathOffsetAndPoll) {
   EXPECT_TRUE(sent.poll());
 }
 
+TEST_F(Blkctl, NvmeTcpVolumeWithoutSizeSendsTheFabric) {
+  Outcome outcome = RunAgainstAgent(
+      {"create-volume", "t1", "--backend",
+       "nvme-tcp://10.0.0.5/nqn.2014-08.org.example:array1?nsid=2&path=[fd00::5]:4421"
+       "&offset=64M&io_timeout=60"});
+  ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
+  const blk::v1::Volume sent = agent_.service().last_create().volume();
+  EXPECT_EQ(sent.size_bytes(), 0u);
+  EXPECT_EQ(sent.nvme().path(), "");
+  EXPECT_EQ(sent.nvme().offset_bytes(), 64u << 20);
+  const blk::v1::NvmeFabric& fabric = sent.nvme().fabric();
+  EXPECT_EQ(fabric.subsystem_nqn(), "nqn.2014-08.org.example:array1");
+  EXPECT_EQ(fabric.nsid(), 2u);
+  EXPECT_THAT(fabric.paths(), ElementsAre("10.0.0.5:4420", "[fd00::5]:4421"));
+  EXPECT_EQ(fabric.io_timeout_seconds(), 60u);
+}
+
+TEST_F(Blkctl, IoTimeoutFlagPointsAnNvmeTcpVolumeToItsUri) {
+  Outcome outcome = RunAgainstAgent(
+      {"create-volume", "t1", "--backend", "nvme-tcp://h/nqn.x?nsid=1", "--io-timeout", "5"});
+  EXPECT_EQ(outcome.exit_code, kExitRpcError);
+  EXPECT_THAT(outcome.err, HasSubstr("an nvme-tcp:// URI takes &io_timeout=SECONDS"));
+  EXPECT_FALSE(agent_.service().last_create().has_volume());
+}
+
 TEST_F(Blkctl, CreateVolumeSendsEveryFlagInTheRequest) {
   Outcome outcome =
       RunAgainstAgent({"create-volume", "v1", "--size", "64MiB", "--backend",
@@ -427,7 +452,7 @@ INSTANTIATE_TEST_SUITE_P(
         UsageCase{"UnknownScheme",
                   {"create-volume", "v1", "--size", "1G", "--backend", "iscsi://h/e"},
                   "unknown backend scheme 'iscsi' in 'iscsi://h/e' (supported: null, file, nbd, "
-                  "nbd+unix, nvme)"},
+                  "nbd+unix, nvme, nvme-tcp)"},
         UsageCase{
             "ZeroIoTimeout",
             {"create-volume", "v1", "--size", "1G", "--backend", "nbd://h/", "--io-timeout", "0"},

@@ -114,6 +114,40 @@ TEST(RenderVolume, ShowsAnNvmeVolumesOffsetPollAndCopyMode) {
   EXPECT_THAT(text, HasSubstr("io mode:      batch\n"));
 }
 
+TEST(RenderVolume, ShowsAnNvmeTcpVolumesUriLivePathsAndFailovers) {
+  blk::v1::Volume volume;
+  volume.set_id("t1");
+  volume.set_size_bytes(1 << 20);
+  volume.mutable_nvme()->set_path("/dev/ng2n1");
+  blk::v1::NvmeFabric& fabric = *volume.mutable_nvme()->mutable_fabric();
+  fabric.set_subsystem_nqn("nqn.2014-08.org.example:array1");
+  fabric.set_nsid(1);
+  fabric.add_paths("10.0.0.5:4420");
+  fabric.add_paths("10.0.1.5:4420");
+  fabric.set_io_timeout_seconds(30);
+  volume.mutable_status()->set_state(blk::v1::VOLUME_STATE_LIVE);
+  volume.mutable_status()->set_nvme_paths_live(1);
+  volume.mutable_status()->set_nvme_paths_total(2);
+  volume.mutable_status()->set_nvme_failovers(17);
+  const std::string text = RenderVolume(volume);
+  EXPECT_THAT(text, HasSubstr("backend:      nvme-tcp://10.0.0.5:4420/"
+                              "nqn.2014-08.org.example:array1?nsid=1&path=10.0.1.5:4420"
+                              "&io_timeout=30\n"));
+  EXPECT_THAT(text, HasSubstr("paths:        1/2 live\n"));
+  EXPECT_THAT(text, HasSubstr("failovers:    17\n"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("reconnects")));
+}
+
+TEST(RenderVolume, ALocalNvmeVolumeShowsNoPaths) {
+  blk::v1::Volume volume;
+  volume.set_id("n1");
+  volume.set_size_bytes(1 << 20);
+  volume.mutable_nvme()->set_path("/dev/ng0n1");
+  const std::string text = RenderVolume(volume);
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("paths")));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("failovers")));
+}
+
 TEST(RenderVolume, ShowsTheStatusMessageOfAFailedVolume) {
   EXPECT_EQ(RenderVolume(FailedNullVolume()),
             "id:           scratch\n"

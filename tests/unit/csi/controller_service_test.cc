@@ -166,11 +166,15 @@ TEST_F(ControllerServiceTest, AClassWhoseClaimsWouldShareABackingIsRefused) {
     (*request.mutable_parameters())["backend"] = backend;
     ExpectCode(Create(request), grpc::StatusCode::INVALID_ARGUMENT, "two claims would share it");
   }
-  ::csi::v1::CreateVolumeRequest request = CreateRequest();
-  (*request.mutable_parameters())["backend"] = "nvme:///dev/ng0n1";
-  ExpectCode(Create(request), grpc::StatusCode::INVALID_ARGUMENT, "one PersistentVolume per");
+  for (const std::string backend :
+       {"nvme:///dev/ng0n1", "nvme-tcp://10.0.0.5/nqn.2014-08.org.example:array1?nsid=1",
+        "nvme-tcp://10.0.0.5/nqn.2014-08.org.example:{volume}?nsid=1"}) {
+    ::csi::v1::CreateVolumeRequest request = CreateRequest();
+    (*request.mutable_parameters())["backend"] = backend;
+    ExpectCode(Create(request), grpc::StatusCode::INVALID_ARGUMENT, "one PersistentVolume per");
+  }
   // No record was left by the refusals: the name is still free.
-  request = CreateRequest();
+  ::csi::v1::CreateVolumeRequest request = CreateRequest();
   EXPECT_TRUE(Create(request).ok());
 }
 

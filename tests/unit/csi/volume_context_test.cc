@@ -49,6 +49,19 @@ TEST(VolumeContextTest, NbdWithoutSizeLeavesItToTheExport) {
   EXPECT_FALSE(volume->has_rq_affinity());
 }
 
+TEST(VolumeContextTest, NvmeTcpWithoutSizeLeavesItToTheNamespace) {
+  absl::StatusOr<blk::v1::Volume> volume = VolumeFromContext(
+      "v", {{"backend",
+             "nvme-tcp://10.0.0.5/nqn.2014-08.org.example:array1?nsid=1&path=10.0.1.5&offset=1G"}});
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  const blk::v1::NvmeFabric& fabric = volume->nvme().fabric();
+  EXPECT_EQ(fabric.subsystem_nqn(), "nqn.2014-08.org.example:array1");
+  EXPECT_EQ(fabric.nsid(), 1u);
+  EXPECT_THAT(fabric.paths(), ::testing::ElementsAre("10.0.0.5:4420", "10.0.1.5:4420"));
+  EXPECT_EQ(volume->nvme().offset_bytes(), 1u << 30);
+  EXPECT_EQ(volume->size_bytes(), 0u);
+}
+
 TEST(VolumeContextTest, KubernetesKeysAreIgnored) {
   absl::StatusOr<blk::v1::Volume> volume =
       VolumeFromContext("v", {{"backend", "null://"}, {"csi.storage.k8s.io/pv/name", "pv-1"}});

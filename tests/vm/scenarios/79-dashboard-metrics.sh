@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The Grafana dashboard and the alert rules (deploy/) against the real agent, with null,
-# file and NBD volumes (and null_blk, watched by the BPF probe) under fio:
+# file, NBD and NVMe/TCP volumes (and null_blk, watched by the BPF probe) under fio:
 # - a scrape has a series for every blk_* metric they query
 #   (tests/deploy/check_metrics_exported.py lists any missing);
 # - a real Prometheus scraping the agent returns data for every dashboard query
 #   (tests/deploy/check_dashboard_data.py) and evaluates every alert rule without error;
 # - the NBD server killed under a read makes BlkBackendErrors fire in that Prometheus.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/nvmet_lib.sh"
 one_kernel_only lts "the dashboard's metric names are the agent's"
 
 # The scenarios run from a copy; the deploy files are in the source tree of the build.
@@ -95,17 +96,21 @@ main() {
     echo "note: no BPF completion-locality probe on $(uname -r); its panels may be empty"
     may_be_empty=(--may-be-empty blk_block_completions_total)
   fi
-  step "null, file and NBD volumes"
+  step "null, file, NBD and NVMe/TCP volumes"
+  nvmet_load
+  nvmet_subsystem nqn.2024-01.io.blk.test:vm79 "$WORK/nvmet.img" 64M
+  nvmet_port 1 4420
   truncate -s 64M "$WORK/file.img"
   ctl create-volume vnull --size 64M --backend null:// --queues 2
   ctl create-volume vfile --size 64M --backend "file://$WORK/file.img"
   ctl create-volume vnbd --size 32M --backend "nbd+unix:///?socket=$WORK/nbd.sock" \
     --io-timeout 10
+  ctl create-volume vtcp --backend "nvme-tcp://127.0.0.1:4420/nqn.2024-01.io.blk.test:vm79?nsid=1"
 
   step "fio on each volume (reads, writes, flushes, discards) and on null_blk"
   pick_fio_engine
   local id dev
-  for id in vnull vfile vnbd nullb0; do
+  for id in vnull vfile vnbd vtcp nullb0; do
     dev="/dev/nullb0"
     [[ "$id" == nullb0 ]] || dev="$(volume_device "$id")"
     run_fio "fio-$id.log" --name="$id" --filename="$dev" --direct=1 --ioengine="$fio_engine" \
@@ -129,7 +134,7 @@ main() {
   now="$(date +%s)"
   wait_for "Prometheus to scrape the agent after fio" 60 scraped_after "$now"
   "$src/tests/deploy/check_dashboard_data.py" "${may_be_empty[@]}" \
-    --volume vnull --volume vfile --volume vnbd \
+    --volume vnull --volume vfile --volume vnbd --volume vtcp \
     "$PROMETHEUS" "$src/deploy/grafana/blk-dashboard.json" ||
     fail "dashboard panels without data (above)"
 
@@ -158,7 +163,7 @@ main() {
   echo "ok: BlkBackendErrors fires for vnbd: $(jq -c '[.data.alerts[]
     | select(.labels.alertname == "BlkBackendErrors") | .labels]' "$LOG_DIR/alerts.json")"
 
-  for id in vnbd vfile vnull; do ctl delete-volume "$id"; done
+  for id in vtcp vnbd vfile vnull; do ctl delete-volume "$id"; done
   stop_agent
 }
 

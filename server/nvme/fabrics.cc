@@ -128,7 +128,7 @@ std::vector<FabricController> Fabrics::Controllers(const std::string& subsystem_
   std::error_code error;
   for (const fs::directory_entry& entry :
        fs::directory_iterator(root_ + "/sys/class/nvme", error)) {
-    const fs::path dir = entry.path();
+    const fs::path& dir = entry.path();
     if (Attribute(dir / "transport") != "tcp") continue;
     if (Attribute(dir / "subsysnqn") != subsystem_nqn) continue;
     if (Attribute(dir / "hostnqn") != host_nqn) continue;

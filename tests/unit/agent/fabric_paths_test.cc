@@ -11,8 +11,8 @@ using ::testing::IsEmpty;
 
 constexpr char kArray[] = "nqn.2026-12.io.blk:array";
 
-v1::Volume Fabric(const std::string& id, const std::string& nqn, std::vector<std::string> paths,
-                  std::vector<std::string> marked) {
+v1::Volume Fabric(const std::string& id, const std::string& nqn,
+                  const std::vector<std::string>& paths, const std::vector<std::string>& marked) {
   v1::Volume volume;
   volume.set_id(id);
   v1::NvmeFabric& fabric = *volume.mutable_nvme()->mutable_fabric();

@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "client/agent_address.h"
 #include "client/backend_uri.h"
+#include "client/rate_limit_parse.h"
 #include "client/size_parse.h"
 #include "client/volume_client.h"
 
@@ -42,6 +43,47 @@ CLI::Validator BackendUriValidator() {
         return {};
       },
       "URI", "backend URI");
+}
+
+// A limit flag's value, checked by `parse` (its text is kept: the command parses it again).
+CLI::Validator LimitValidator(absl::StatusOr<blk::v1::RateLimit> (*parse)(absl::string_view),
+                              const char* form) {
+  return CLI::Validator(
+      [parse](std::string& input) -> std::string {
+        absl::StatusOr<blk::v1::RateLimit> limit = parse(input);
+        if (!limit.ok()) return std::string(limit.status().message());
+        return {};
+      },
+      form, "rate limit");
+}
+
+// --read-iops ... --bps, for create-volume and update-volume.
+void AddLimitOptions(CLI::App& command, LimitFlags& limits) {
+  const CLI::Validator iops = LimitValidator(client::ParseIopsLimit, "N[:BURST]");
+  const CLI::Validator bytes = LimitValidator(client::ParseBytesLimit, "SIZE[:BURST]");
+  command
+      .add_option(
+          "--read-iops", limits.read_iops,
+          "Read requests per second and optional burst, e.g. 1000 or 1000:200 (0: unlimited)")
+      ->check(iops);
+  command
+      .add_option("--write-iops", limits.write_iops,
+                  "Write, write-zeroes and discard requests per second (and burst)")
+      ->check(iops);
+  command
+      .add_option("--iops", limits.total_iops,
+                  "Requests per second, reads and writes together (and burst)")
+      ->check(iops);
+  command
+      .add_option("--read-bps", limits.read_bytes,
+                  "Bytes read per second (and burst), sizes as for --size, e.g. 50M or 50M:1G")
+      ->check(bytes);
+  command.add_option("--write-bps", limits.write_bytes, "Bytes written per second (and burst)")
+      ->check(bytes);
+  command
+      .add_option("--bps", limits.total_bytes,
+                  "Bytes per second, reads and writes together (and burst)")
+      ->check(bytes);
 }
 
 CLI::Validator PositiveCount() {
@@ -196,6 +238,7 @@ void AddCreateVolume(CLI::App& app, Invocation& invocation) {
       ->check(CLI::NonNegativeNumber);
   command->add_option("--placement", create->placement,
                       "Queue threads: hctx (default), spread, or a CPU list such as 0,2-3");
+  AddLimitOptions(*command, create->limits);
   AddOutputOption(*command, invocation.format_text);
   command->callback([&invocation, create, size_option] {
     if (size_option->count() == 0 && !BackendKnowsItsSize(create->backend_uri)) {
@@ -219,10 +262,13 @@ void AddUpdateVolume(CLI::App& app, Invocation& invocation) {
       ->add_option("--rq-affinity", update->rq_affinity,
                    "Completion CPU policy (queue/rq_affinity): 0, 1 or 2")
       ->check(CLI::NonNegativeNumber);
+  AddLimitOptions(*command, update->limits);
+  command->add_flag("--no-limits", update->no_limits,
+                    "Lift every limit (with limit flags: keep only those)");
   AddOutputOption(*command, invocation.format_text);
   command->callback([&invocation, update] {
-    if (!update->rq_affinity) {
-      throw CLI::ValidationError("update-volume", "needs a tunable to change: --rq-affinity");
+    if (!update->rq_affinity && !update->limits.any() && !update->no_limits) {
+      throw CLI::ValidationError("update-volume", kUpdateTunables);
     }
     invocation.command = [&invocation, update](client::VolumeClient& client) {
       return RunUpdateVolume(client, *update, invocation.format());

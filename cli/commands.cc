@@ -3,8 +3,50 @@
 #include "absl/strings/str_cat.h"
 #include "cli/stats_report.h"
 #include "client/backend_uri.h"
+#include "client/rate_limit_parse.h"
+#include "google/protobuf/descriptor.h"
 
 namespace blk::cli {
+
+bool LimitFlags::any() const {
+  return !read_iops.empty() || !write_iops.empty() || !total_iops.empty() || !read_bytes.empty() ||
+         !write_bytes.empty() || !total_bytes.empty();
+}
+
+absl::StatusOr<blk::v1::VolumeLimits> MergeLimits(blk::v1::VolumeLimits current,
+                                                  const LimitFlags& flags) {
+  using Parser = absl::StatusOr<blk::v1::RateLimit> (*)(absl::string_view);
+  const struct {
+    const char* flag;
+    const std::string& text;
+    Parser parse;
+    const char* field;  // in VolumeLimits
+  } limits[] = {
+      {"--read-iops", flags.read_iops, client::ParseIopsLimit, "read_iops"},
+      {"--write-iops", flags.write_iops, client::ParseIopsLimit, "write_iops"},
+      {"--iops", flags.total_iops, client::ParseIopsLimit, "total_iops"},
+      {"--read-bps", flags.read_bytes, client::ParseBytesLimit, "read_bytes_per_second"},
+      {"--write-bps", flags.write_bytes, client::ParseBytesLimit, "write_bytes_per_second"},
+      {"--bps", flags.total_bytes, client::ParseBytesLimit, "total_bytes_per_second"},
+  };
+  const google::protobuf::Reflection& reflection = *current.GetReflection();
+  for (const auto& limit : limits) {
+    if (limit.text.empty()) continue;
+    absl::StatusOr<blk::v1::RateLimit> parsed = limit.parse(limit.text);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(limit.flag, ": ", parsed.status().message()));
+    }
+    const google::protobuf::FieldDescriptor* field =
+        blk::v1::VolumeLimits::descriptor()->FindFieldByName(limit.field);
+    // A rate of 0 is no limit: left unset, so that the request names only what is limited.
+    if (parsed->rate() == 0 && parsed->burst() == 0) {
+      reflection.ClearField(&current, field);
+    } else {
+      reflection.MutableMessage(&current, field)->CopyFrom(*parsed);
+    }
+  }
+  return current;
+}
 
 absl::StatusOr<blk::v1::CreateVolumeRequest> BuildCreateVolumeRequest(
     const CreateVolumeFlags& flags) {
@@ -23,6 +65,11 @@ absl::StatusOr<blk::v1::CreateVolumeRequest> BuildCreateVolumeRequest(
   if (flags.rq_affinity) volume.set_rq_affinity(*flags.rq_affinity);
   volume.set_placement(flags.placement);
   volume.set_poll(flags.poll);
+  if (flags.limits.any()) {
+    absl::StatusOr<blk::v1::VolumeLimits> limits = MergeLimits({}, flags.limits);
+    if (!limits.ok()) return limits.status();
+    if (limits->ByteSizeLong() != 0) *volume.mutable_limits() = *std::move(limits);
+  }
   if (flags.io_timeout_seconds != 0) {
     if (!volume.has_nbd()) {
       return absl::InvalidArgumentError(
@@ -45,22 +92,39 @@ absl::StatusOr<std::string> RunCreateVolume(client::VolumeClient& client,
 }
 
 absl::StatusOr<blk::v1::UpdateVolumeRequest> BuildUpdateVolumeRequest(
-    const UpdateVolumeFlags& flags) {
+    const UpdateVolumeFlags& flags, const blk::v1::VolumeLimits& current_limits) {
   blk::v1::UpdateVolumeRequest request;
   request.mutable_volume()->set_id(flags.id);
   if (flags.rq_affinity) {
     request.mutable_volume()->set_rq_affinity(*flags.rq_affinity);
     request.mutable_update_mask()->add_paths("rq_affinity");
   }
+  if (flags.limits.any() || flags.no_limits) {
+    absl::StatusOr<blk::v1::VolumeLimits> limits =
+        MergeLimits(flags.no_limits ? blk::v1::VolumeLimits() : current_limits, flags.limits);
+    if (!limits.ok()) return limits.status();
+    if (limits->ByteSizeLong() != 0) *request.mutable_volume()->mutable_limits() = *limits;
+    request.mutable_update_mask()->add_paths("limits");
+  }
   if (request.update_mask().paths_size() == 0) {
-    return absl::InvalidArgumentError("update-volume needs a tunable to change: --rq-affinity");
+    return absl::InvalidArgumentError(absl::StrCat("update-volume ", kUpdateTunables));
   }
   return request;
 }
 
 absl::StatusOr<std::string> RunUpdateVolume(client::VolumeClient& client,
                                             const UpdateVolumeFlags& flags, OutputFormat format) {
-  absl::StatusOr<blk::v1::UpdateVolumeRequest> request = BuildUpdateVolumeRequest(flags);
+  // The agent replaces the limits as a whole: the ones not given stay as the volume has them.
+  blk::v1::VolumeLimits current_limits;
+  if (flags.needs_current_limits()) {
+    blk::v1::GetVolumeRequest get;
+    get.set_id(flags.id);
+    absl::StatusOr<blk::v1::GetVolumeResponse> volume = client.GetVolume(get);
+    if (!volume.ok()) return volume.status();
+    current_limits = volume->volume().limits();
+  }
+  absl::StatusOr<blk::v1::UpdateVolumeRequest> request =
+      BuildUpdateVolumeRequest(flags, current_limits);
   if (!request.ok()) return request.status();
   absl::StatusOr<blk::v1::UpdateVolumeResponse> response = client.UpdateVolume(*request);
   if (!response.ok()) return response.status();

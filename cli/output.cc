@@ -65,6 +65,40 @@ std::string RenderRqAffinity(const blk::v1::Volume& volume) {
   return text;
 }
 
+// The limits that are set, e.g. "read 1000 iops (burst 100), total 50MiB/s"; "none".
+std::string RenderLimits(const blk::v1::VolumeLimits& limits) {
+  const struct {
+    const char* ops;
+    const blk::v1::RateLimit& limit;
+    bool bytes;
+  } shown[] = {
+      {"read", limits.read_iops(), false},
+      {"write", limits.write_iops(), false},
+      {"total", limits.total_iops(), false},
+      {"read", limits.read_bytes_per_second(), true},
+      {"write", limits.write_bytes_per_second(), true},
+      {"total", limits.total_bytes_per_second(), true},
+  };
+  std::vector<std::string> parts;
+  for (const auto& [ops, limit, bytes] : shown) {
+    if (limit.rate() == 0) continue;
+    std::string part = bytes ? absl::StrCat(ops, " ", client::FormatSize(limit.rate()), "/s")
+                             : absl::StrCat(ops, " ", limit.rate(), " iops");
+    if (limit.burst() != 0) {
+      absl::StrAppend(&part, " (burst ",
+                      bytes ? client::FormatSize(limit.burst()) : absl::StrCat(limit.burst()), ")");
+    }
+    parts.push_back(std::move(part));
+  }
+  return parts.empty() ? "none" : absl::StrJoin(parts, ", ");
+}
+
+std::string RenderThrottled(const blk::v1::VolumeStatus& status) {
+  return absl::StrFormat("%d %s, %.3f s", status.throttled_requests(),
+                         status.throttled_requests() == 1 ? "request" : "requests",
+                         static_cast<double>(status.throttled_nanoseconds()) / 1e9);
+}
+
 }  // namespace
 
 std::string StateName(blk::v1::VolumeState state) { return blk::v1::VolumeStateName(state); }
@@ -101,12 +135,14 @@ std::string RenderVolume(const blk::v1::Volume& volume) {
       {"fail fast", volume.fail_fast() ? "yes" : "no"},
       {"placement", volume.placement().empty() ? "hctx" : volume.placement()},
       {"rq affinity", RenderRqAffinity(volume)},
+      {"limits", RenderLimits(volume.limits())},
       {"state", StateName(status.state())},
       {"device", OrDash(status.device_path())},
   };
   if (!status.device_path().empty()) {
     fields.push_back({"device id", absl::StrCat(status.device_id())});
     fields.push_back({"rq redirect", status.rq_affinity_redirected() ? "yes" : "no"});
+    fields.push_back({"throttled", RenderThrottled(status)});
   }
   if (volume.has_nbd()) {
     fields.push_back({"reconnects", absl::StrCat(status.reconnects())});

@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
+#include "agent/devices/volume_io_limits.h"
 #include "agent/devices/volume_stats.h"
 #include "server/local/file_backend.h"
 #include "spdlog/spdlog.h"
@@ -81,6 +82,10 @@ class UblkVolumeDevice final : public VolumeDevice {
   }
   absl::StatusOr<uint32_t> RqAffinity() const override { return device_->RqAffinity(); }
   absl::Status SetRqAffinity(uint32_t value) override { return device_->SetRqAffinity(value); }
+  absl::Status SetLimits(const server::IoLimits& limits) override {
+    return device_->SetLimits(limits);
+  }
+  server::ThrottleCounts throttle_counts() const override { return device_->throttle_counts(); }
   absl::Status Resize(uint64_t size_bytes) override { return device_->Resize(size_bytes); }
   bool RqAffinityRedirected() const override { return device_->rq_affinity_redirected(); }
   std::string copy_mode() const override { return device_->copy_mode(); }
@@ -111,6 +116,7 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec) {
   config.placement =
       server::ParseQueuePlacement(spec.placement()).value_or(server::QueuePlacement{});
   config.poll = spec.poll();
+  config.limits = IoLimitsOf(spec.limits());
   switch (spec.backend_case()) {
     case v1::Volume::kFile:
       config.backend =

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/devices/reconcile.h"
 #include "blk/v1/volume.pb.h"
+#include "server/qos/io_limits.h"
 
 namespace blk::agent {
 
@@ -47,6 +48,12 @@ class VolumeDevice {
   virtual absl::Status SetRqAffinity(uint32_t /*value*/) {
     return absl::UnimplementedError("this device has no block queue settings");
   }
+  // Replaces the device's I/O limits while it serves I/O; see server::Device::SetLimits.
+  virtual absl::Status SetLimits(const server::IoLimits& /*limits*/) {
+    return absl::UnimplementedError("this device has no I/O limits");
+  }
+  // What the limits held back since the device came up.
+  virtual server::ThrottleCounts throttle_counts() const { return {}; }
   // Grows the device (and its backend) to `size_bytes` while it serves I/O; see
   // server::Device::Resize.
   virtual absl::Status Resize(uint64_t /*size_bytes*/) {

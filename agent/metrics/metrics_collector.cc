@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "agent/devices/volume_io_limits.h"
 #include "agent/version.h"
 #include "blk/v1/volume_state_name.h"
 #include "prometheus/metric_family.h"
@@ -264,6 +265,39 @@ void AppendFabricFamilies(const std::vector<v1::Volume>& volumes,
   for (MetricFamily* family : {&live, &total, &failovers}) families.push_back(std::move(*family));
 }
 
+// What each volume's limits allow, and what they held back (volumes with a device).
+void AppendLimitFamilies(const std::vector<v1::Volume>& volumes,
+                         std::vector<MetricFamily>& families) {
+  MetricFamily requests = Family("blk_volume_throttled_requests_total",
+                                 "Requests the volume's I/O limits held back before the backend "
+                                 "got them.",
+                                 MetricType::Counter);
+  MetricFamily seconds =
+      Family("blk_volume_throttled_seconds_total",
+             "Time the held-back requests waited for their limits, summed.", MetricType::Counter);
+  MetricFamily limit = Family("blk_volume_limit",
+                              "A limit of the volume, per second: operations (read_iops, "
+                              "write_iops, total_iops) or bytes (read_bytes, write_bytes, "
+                              "total_bytes); only limits that are set.",
+                              MetricType::Gauge);
+  for (const v1::Volume& volume : volumes) {
+    const v1::VolumeStatus& status = volume.status();
+    if (status.device_path().empty()) continue;
+    AddSample(requests, {{"volume", volume.id()}},
+              static_cast<double>(status.throttled_requests()));
+    AddSample(seconds, {{"volume", volume.id()}},
+              static_cast<double>(status.throttled_nanoseconds()) / 1e9);
+    const server::IoLimits limits = IoLimitsOf(volume.limits());
+    for (const IoLimitKind& kind : kIoLimitKinds) {
+      const uint64_t rate = (limits.*kind.limit).rate;
+      if (rate == 0) continue;
+      AddSample(limit, {{"volume", volume.id()}, {"kind", std::string(kind.name)}},
+                static_cast<double>(rate));
+    }
+  }
+  for (MetricFamily* family : {&requests, &seconds, &limit}) families.push_back(std::move(*family));
+}
+
 void AppendUnknownDevices(size_t unknown_devices, std::vector<MetricFamily>& families) {
   MetricFamily unknown =
       Family("blk_unknown_ublk_devices",
@@ -284,6 +318,7 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   AppendBackendFaultFamilies(volumes, families);
   AppendFabricFamilies(volumes, families);
   AppendTuningFamilies(volumes, families);
+  AppendLimitFamilies(volumes, families);
   AppendUnknownDevices(volumes_.UnknownKernelDevices().size(), families);
   AddIoStats(volumes_.AllStats(), families);
   if (completion_locality_ != nullptr) families.push_back(completion_locality_->Collect(volumes));

@@ -35,6 +35,9 @@ v1::Volume WithLiveCounters(const VolumeEntry& entry) {
   status.set_protocol_errors(faults.protocol_errors);
   status.set_io_timeouts(faults.io_timeouts);
   status.set_unflushed_losses(faults.unflushed_losses);
+  const server::ThrottleCounts throttled = entry.device->throttle_counts();
+  status.set_throttled_requests(throttled.requests);
+  status.set_throttled_nanoseconds(throttled.wait_ns);
   absl::StatusOr<uint32_t> rq_affinity = entry.device->RqAffinity();
   if (rq_affinity.ok()) status.set_rq_affinity(*rq_affinity);
   status.set_rq_affinity_redirected(entry.device->RqAffinityRedirected());

@@ -39,7 +39,8 @@ v1::Volume SpecOf(const v1::Volume& volume);
 // Sets the volume's state and message; a state without a device clears the device fields.
 void SetVolumeState(v1::Volume& volume, v1::VolumeState state, absl::string_view message = {});
 
-// The entry's volume with counters and rq_affinity read from its device now.
+// The entry's volume with counters (backend faults, throttling) and rq_affinity read from its
+// device now.
 v1::Volume WithLiveCounters(const VolumeEntry& entry);
 
 }  // namespace blk::agent

@@ -1,10 +1,12 @@
 #include "agent/volumes/volume_table.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "agent/devices/reconcile.h"
+#include "agent/devices/volume_io_limits.h"
 #include "agent/volumes/backing_conflict.h"
 #include "agent/volumes/fabric_paths.h"
 #include "agent/volumes/volume_validation.h"
@@ -23,6 +25,7 @@ using google::protobuf::util::MessageDifferencer;
 v1::Volume IdentityOf(const v1::Volume& volume) {
   v1::Volume identity = SpecOf(volume);
   identity.clear_rq_affinity();
+  identity.clear_limits();
   // A fabric volume's head and marks are the agent's outputs.
   if (identity.nvme().has_fabric()) {
     identity.mutable_nvme()->clear_path();
@@ -75,6 +78,16 @@ absl::Status ApplyRqAffinity(const v1::Volume& spec, VolumeDevice& device, bool 
   spdlog::warn("volume {}: cannot apply rq_affinity {}: {}", spec.id(), spec.rq_affinity(),
                applied.ToString());
   return absl::OkStatus();
+}
+
+// Unset stays unset, so that a volume whose limits were lifted reads (and is recorded) as one that
+// never had any.
+void CopyLimits(const v1::Volume& from, v1::Volume& to) {
+  if (from.has_limits()) {
+    *to.mutable_limits() = from.limits();
+  } else {
+    to.clear_limits();
+  }
 }
 
 }  // namespace
@@ -427,6 +440,11 @@ absl::Status VolumeTable::Delete(const std::string& id, bool force) {
 absl::StatusOr<v1::Volume> VolumeTable::Update(const v1::Volume& changes,
                                                const google::protobuf::FieldMask& mask) {
   if (absl::Status valid = ValidateVolumeUpdate(changes, mask); !valid.ok()) return valid;
+  const auto names = [&mask](absl::string_view field) {
+    return std::find(mask.paths().begin(), mask.paths().end(), field) != mask.paths().end();
+  };
+  const bool rq_affinity = names("rq_affinity");
+  const bool limits = names("limits");
 
   std::optional<BusyClaim> claim;
   v1::Volume updated;
@@ -444,28 +462,47 @@ absl::StatusOr<v1::Volume> VolumeTable::Update(const v1::Volume& changes,
     device = entry.device.get();
     device_id = entry.device_id;
   }
-  updated.set_rq_affinity(changes.rq_affinity());
+  // The device's limits are the spec's: it came up with them (DeviceConfigFor) and only this
+  // call changes them.
+  const server::IoLimits previous_limits = IoLimitsOf(updated.limits());
+  if (rq_affinity) updated.set_rq_affinity(changes.rq_affinity());
+  if (limits) CopyLimits(changes, updated);
 
   // The device first, so a value the kernel refuses is never recorded; a record that cannot be
-  // saved puts the device's value back.
+  // saved puts the device's values back.
   absl::StatusOr<uint32_t> previous = absl::UnavailableError("no device");
-  if (device != nullptr) {
+  if (device != nullptr && rq_affinity) {
     previous = device->RqAffinity();
     if (absl::Status applied = device->SetRqAffinity(changes.rq_affinity()); !applied.ok()) {
       return absl::Status(applied.code(),
                           absl::StrCat("volume.rq_affinity: cannot apply: ", applied.message()));
     }
   }
+  if (device != nullptr && limits) {
+    if (absl::Status applied = device->SetLimits(IoLimitsOf(changes.limits())); !applied.ok()) {
+      if (previous.ok()) device->SetRqAffinity(*previous).IgnoreError();
+      return absl::Status(applied.code(),
+                          absl::StrCat("volume.limits: cannot apply: ", applied.message()));
+    }
+  }
   if (absl::Status saved = registry_.Save(updated, device_id); !saved.ok()) {
     if (previous.ok()) device->SetRqAffinity(*previous).IgnoreError();
+    if (device != nullptr && limits) device->SetLimits(previous_limits).IgnoreError();
     return saved;
   }
   absl::MutexLock lock(&mutex_);
   claim->ReleaseLocked(mutex_);
   VolumeEntry& entry = entries_.at(changes.id());
-  entry.volume.set_rq_affinity(changes.rq_affinity());
+  if (rq_affinity) {
+    entry.volume.set_rq_affinity(changes.rq_affinity());
+    spdlog::info("volume {}: rq_affinity set to {}", changes.id(), changes.rq_affinity());
+  }
+  if (limits) {
+    CopyLimits(changes, entry.volume);
+    const std::string text = changes.limits().ShortDebugString();
+    spdlog::info("volume {}: limits set to {}", changes.id(), text.empty() ? "none" : text);
+  }
   entry.size_unrecorded = false;  // the record has the grown size too now
-  spdlog::info("volume {}: rq_affinity set to {}", changes.id(), changes.rq_affinity());
   return WithLiveCounters(entry);
 }
 

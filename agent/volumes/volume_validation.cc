@@ -15,9 +15,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "agent/devices/volume_io_limits.h"
 #include "common/dns_label.h"
 #include "server/nbd/uri.h"
 #include "server/ublk/cpu_list.h"
+#include "server/ublk/device_config.h"
 #include "server/ublk/placement.h"
 #include "server/ublk/rq_affinity.h"
 
@@ -33,6 +35,10 @@ constexpr uint32_t kMaxNvmeIoTimeoutSeconds = 3600;
 constexpr size_t kMaxNqnBytes = 223;
 constexpr int kMaxNvmePaths = 8;
 constexpr uint32_t kBroadcastNsid = 0xFFFFFFFF;
+// VolumeLimits: the highest rates (volume.proto), and the longest burst in seconds of its rate.
+constexpr uint64_t kMaxIopsRate = 10'000'000;
+constexpr uint64_t kMaxBytesRate = 100'000'000'000;
+constexpr uint64_t kMaxBurstSeconds = 3600;
 
 absl::Status Invalid(absl::string_view field, absl::string_view reason) {
   return absl::InvalidArgumentError(absl::StrCat("volume.", field, ": ", reason));
@@ -229,6 +235,46 @@ absl::Status ValidateNvmeBackend(const v1::NvmeBackend& nvme) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateRateLimit(const IoLimitKind& kind, const server::RateLimit& limit) {
+  const std::string field = absl::StrCat("limits.", kind.field);
+  const uint64_t max_rate = kind.bytes ? kMaxBytesRate : kMaxIopsRate;
+  if (limit.rate > max_rate) {
+    return Invalid(absl::StrCat(field, ".rate"),
+                   absl::StrCat(limit.rate, " exceeds the maximum of ", max_rate,
+                                kind.bytes ? " bytes" : " operations", " per second"));
+  }
+  if (limit.burst == 0) return absl::OkStatus();
+  if (limit.rate == 0) {
+    return Invalid(absl::StrCat(field, ".burst"),
+                   absl::StrCat(limit.burst, " is set without a rate (0: unlimited)"));
+  }
+  // The bucket must hold the largest request the device hands over, or that request could never
+  // pass. The agent never changes DeviceConfig's default.
+  const uint64_t largest_request = server::DeviceConfig{}.max_io_bytes;
+  if (kind.bytes && limit.burst < largest_request) {
+    return Invalid(absl::StrCat(field, ".burst"),
+                   absl::StrCat(limit.burst, " is below the largest request of ", largest_request,
+                                " bytes (0: a tenth of a second's worth)"));
+  }
+  // No overflow: the rate is at most kMaxBytesRate.
+  if (limit.burst > limit.rate * kMaxBurstSeconds) {
+    return Invalid(absl::StrCat(field, ".burst"),
+                   absl::StrCat(limit.burst, " exceeds an hour's worth of the rate (",
+                                limit.rate * kMaxBurstSeconds, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateLimits(const v1::VolumeLimits& limits) {
+  const server::IoLimits io_limits = IoLimitsOf(limits);
+  for (const IoLimitKind& kind : kIoLimitKinds) {
+    if (absl::Status valid = ValidateRateLimit(kind, io_limits.*kind.limit); !valid.ok()) {
+      return valid;
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateRqAffinity(const v1::Volume& spec) {
@@ -305,6 +351,7 @@ absl::Status ValidateVolumeSpec(const v1::Volume& spec) {
   }
   if (absl::Status valid = ValidateRqAffinity(spec); !valid.ok()) return valid;
   if (absl::Status valid = ValidatePlacement(spec.placement()); !valid.ok()) return valid;
+  if (absl::Status valid = ValidateLimits(spec.limits()); !valid.ok()) return valid;
   switch (spec.backend_case()) {
     case v1::Volume::kNull:
       return absl::OkStatus();
@@ -323,7 +370,7 @@ absl::Status ValidateVolumeSpec(const v1::Volume& spec) {
 namespace {
 
 // The fields UpdateVolume may change.
-constexpr const char* kUpdatable[] = {"rq_affinity"};
+constexpr const char* kUpdatable[] = {"rq_affinity", "limits"};
 
 }  // namespace
 
@@ -346,11 +393,18 @@ absl::Status ValidateVolumeUpdate(const v1::Volume& changes,
                        "' cannot be updated (updatable: ", absl::StrJoin(kUpdatable, ", "), ")"));
     }
   }
-  if (!changes.has_rq_affinity()) {
-    return absl::InvalidArgumentError(
-        "volume.rq_affinity: must be set (0, 1 or 2) when update_mask names it");
+  for (const std::string& path : mask.paths()) {
+    if (path == "rq_affinity") {
+      if (!changes.has_rq_affinity()) {
+        return absl::InvalidArgumentError(
+            "volume.rq_affinity: must be set (0, 1 or 2) when update_mask names it");
+      }
+      if (absl::Status valid = ValidateRqAffinity(changes); !valid.ok()) return valid;
+    } else if (path == "limits") {
+      if (absl::Status valid = ValidateLimits(changes.limits()); !valid.ok()) return valid;
+    }
   }
-  return ValidateRqAffinity(changes);
+  return absl::OkStatus();
 }
 
 }  // namespace blk::agent

@@ -28,14 +28,17 @@ v1::Volume NormalizeVolumeSpec(const v1::Volume& requested);
 // namespace's"). A placement CPU list may name only CPUs this process may run on.
 // An nvme fabric's NQN and hosts may hold no ',', '=' or blank (they go into the
 // option string written to /dev/nvme-fabrics); its output-only fields are not checked.
+// Limits: rates up to 10,000,000 IOPS and 100e9 bytes per second; a burst only with a rate, at
+// most an hour's worth of it, and for a bytes limit at least the largest request
+// (DeviceConfig::max_io_bytes).
 absl::Status ValidateVolumeSpec(const v1::Volume& spec);
 
 // volume.rq_affinity, when set, is 0, 1 or 2 (part of ValidateVolumeSpec; also
 // for UpdateVolume).
 absl::Status ValidateRqAffinity(const v1::Volume& spec);
 
-// An UpdateVolume request: a valid id, a mask naming only updatable fields (rq_affinity
-// today), and valid values for them. INVALID_ARGUMENT naming the field otherwise.
+// An UpdateVolume request: a valid id, a mask naming only updatable fields (rq_affinity,
+// limits), and valid values for them. INVALID_ARGUMENT naming the field otherwise.
 absl::Status ValidateVolumeUpdate(const v1::Volume& changes,
                                   const google::protobuf::FieldMask& mask);
 

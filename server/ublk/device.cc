@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/qos/throttling_backend.h"
 #include "server/ublk/abi.h"
 #include "server/ublk/cpu_list.h"
 #include "server/ublk/opener.h"
@@ -119,10 +121,18 @@ Device::Device(const DeviceConfig& config, std::unique_ptr<ControlDevice> contro
                std::unique_ptr<Storage> storage, uint32_t dev_id)
     : config_(config),
       queue_stats_(new QueueStats[config.queues]),
+      limiter_(std::make_shared<Limiter>(config.limits, config.max_io_bytes)),
       control_(std::move(control)),
       storage_(std::move(storage)),
       dev_id_(dev_id) {
   kernel_features_ = control_->features();
+}
+
+absl::Status Device::SetLimits(const IoLimits& limits) {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  limiter_->Set(limits, int64_t{now.tv_sec} * 1000000000 + now.tv_nsec);
+  return absl::OkStatus();
 }
 
 std::string Device::block_path() const { return absl::StrCat("/dev/ublkb", dev_id_); }
@@ -261,7 +271,8 @@ absl::Status Device::StartQueues(uint32_t max_io_bytes) {
     absl::StatusOr<std::unique_ptr<Backend>> backend =
         storage_->NewQueueBackend(config_.queue_depth);
     if (!backend.ok()) return backend.status();
-    setup.backend = std::move(*backend);
+    setup.backend =
+        std::make_unique<ThrottlingBackend>(std::move(*backend), limiter_, config_.queue_depth);
     absl::StatusOr<std::unique_ptr<Queue>> queue = Queue::Start(std::move(setup));
     if (!queue.ok()) return queue.status();
     queues_.push_back(std::move(*queue));

@@ -14,6 +14,7 @@
 #include "common/unique_fd.h"
 #include "server/backend.h"
 #include "server/backend_config.h"
+#include "server/qos/limiter.h"
 #include "server/ublk/control.h"
 #include "server/ublk/device_config.h"
 #include "server/ublk/params.h"
@@ -86,6 +87,12 @@ class Device {
     return RqAffinityRedirected(kernel_features_, device_flags_, config_.rq_affinity_flag);
   }
 
+  // The device's I/O limits, changed while its queues run: requests not yet admitted see them at
+  // once, those waiting within ThrottlingBackend::kMaxWaitMs. Always OK (the type is valid).
+  absl::Status SetLimits(const IoLimits& limits);
+  IoLimits limits() const { return limiter_->limits(); }
+  ThrottleCounts throttle_counts() const { return limiter_->counts(); }
+
   uint64_t kernel_features() const { return kernel_features_; }
   uint64_t device_flags() const { return device_flags_; }  // what ADD_DEV asked for
   // "zero_copy" (UBLK_F_AUTO_BUF_REG) or "copy".
@@ -138,6 +145,8 @@ class Device {
   DeviceConfig config_;
   // Declared before queues_: the queue threads write into it until they are joined.
   std::unique_ptr<QueueStats[]> queue_stats_;
+  // Shared by every queue's ThrottlingBackend.
+  std::shared_ptr<Limiter> limiter_;
   std::unique_ptr<ControlDevice> control_;
   std::unique_ptr<Storage> storage_;
   uint32_t dev_id_;

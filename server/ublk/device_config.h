@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "server/backend_config.h"
+#include "server/qos/io_limits.h"
 #include "server/ublk/placement.h"
 
 namespace blk::server {
@@ -33,6 +34,8 @@ struct DeviceConfig {
   // operator's (blkagent --rq-affinity-feature-bit, checked by RqAffinityFeatureFlag). 0: never
   // asked for, whatever the kernel advertises.
   uint64_t rq_affinity_flag = 0;
+  // The limits the device starts with (Device::SetLimits changes them while it runs).
+  IoLimits limits;
   BackendConfig backend;
 };
 

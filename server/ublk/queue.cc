@@ -382,6 +382,7 @@ void Queue::Loop() {
           OnUblkCompletion(TagOf(user_data), cqe->res);
           break;
         case CqeKind::kBackend:
+        case CqeKind::kThrottle:
           setup_.backend->OnCompletion(TagOf(user_data), *cqe);
           break;
         case CqeKind::kResult:

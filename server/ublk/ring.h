@@ -23,6 +23,9 @@ enum class CqeKind : uint8_t {
   kBatchFetch = 5,
   kBatchCommit = 6,
   kBatchPrep = 7,
+  // A backend's throttling timer (ThrottlingBackend): handed to Backend::OnCompletion like
+  // kBackend.
+  kThrottle = 8,
 };
 
 inline constexpr uint64_t EncodeUserData(CqeKind kind, uint16_t tag, uint32_t extra = 0) {

@@ -21,6 +21,11 @@
 #         kernel has UBLK_F_AUTO_BUF_REG), and kublk's loop target on the
 #         block device in zero copy (`kublk add -t loop -q 2 --auto_zc`, and
 #         -b). fio: iops with 2 jobs, lat, seq over the first 512 MiB.
+#   fabric  one NVMe/TCP namespace: the kernel's nvmet in the guest (a 512 MiB
+#         tmpfs file, one port on loopback), an NVMe/TCP volume of 2 queues
+#         made by the agent (it connects the controller), against fio's
+#         io_uring_cmd passthrough on the namespace's multipath head (the
+#         ceiling) and the head's block device. fio: iops with 2 jobs, lat, seq.
 #   nbd   one nbdkit memory export on loopback TCP through the kernel's NBD
 #         client (nbd-client, one connection; with the kernel's mq-deadline
 #         and with scheduler none), through an NBD volume (one queue, one
@@ -323,12 +328,39 @@ main() {
     stop_agent >/dev/null
   }
 
+  group_fabric() {
+    # shellcheck source=../vm/scenarios/nvmet_lib.sh
+    source "$(dirname "${BASH_SOURCE[0]}")/../vm/scenarios/nvmet_lib.sh"
+    local nqn=nqn.2024-01.io.blk.bench:fabric
+    nvmet_load
+    nvmet_subsystem "$nqn" /tmp/bench-fabric.img 512M
+    nvmet_port 1 4420
+    start_agent --log-level warn --metrics-address 127.0.0.1:9482 >/dev/null
+    ctl create-volume bench-tcp --backend "nvme-tcp://127.0.0.1:4420/$nqn?nsid=1" --queues 2 >/dev/null
+    local ours ng blk
+    ours="$(volume_device bench-tcp)"
+    ng="$(ctl get-volume bench-tcp -o json | jq -r .volume.nvme.path)"
+    blk="/dev/nvme${ng#/dev/ng}"
+    [[ -c "$ng" && -b "$blk" ]] || fail "no head $ng / $blk for $nqn"
+    echo "namespace $nqn nsid 1: head $ng / $blk; volume $ours ($(ctl get-volume bench-tcp -o json |
+      jq -r .volume.status.copyMode))"
+    bench_group fabric "one NVMe/TCP namespace (nvmet on loopback, 512 MiB tmpfs file); volume of 2 queues" "iops lat seq" "--numjobs=2" \
+      "raw|NVMe/TCP passthrough on the head $ng (fio io_uring_cmd)|$ng|--ioengine=io_uring_cmd --cmd_type=nvme --direct=0 --size=512M" \
+      "block|the head's block device $blk|$blk|--size=512M" \
+      "ours|NVMe/TCP volume (agent defaults)|$ours|--size=512M|http://127.0.0.1:9482/metrics bench-tcp"
+    bench_ratio fabric "NVMe/TCP volume / raw passthrough on the head" ours raw
+    bench_ratio fabric "NVMe/TCP volume / the head's block device" ours block
+    ctl delete-volume bench-tcp >/dev/null
+    stop_agent >/dev/null
+    nvmet_teardown
+  }
+
   local group
   for group in "$@"; do
     step "group $group"
     case "$group" in
-      defaults | null | nvme | nbd) "group_$group" ;;
-      *) fail "unknown group '$group' (want defaults, null, nvme or nbd)" ;;
+      defaults | null | nvme | fabric | nbd) "group_$group" ;;
+      *) fail "unknown group '$group' (want defaults, null, nvme, fabric or nbd)" ;;
     esac
   done
 }

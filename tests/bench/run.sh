@@ -10,9 +10,10 @@
 #         without (--metrics-address off), and batch I/O commands (UBLK_F_BATCH_IO
 #         where offered) vs classic (--batch-io off)
 #   nvme  an NVMe volume (copy, zero copy) vs raw passthrough and the block device
+#   fabric  an NVMe/TCP volume vs raw passthrough on the same namespace's head and its block device
 #   nbd   an NBD volume (batch, classic, and put back to mq-deadline) vs the kernel's NBD client
 #         (mq-deadline and none) and vs fio's libnbd engine on the same nbdkit export
-# `all` (the default) is all four. Every device gets fio 4k randread QD32
+# `all` (the default) is all five. Every device gets fio 4k randread QD32
 # IOPS (with where the CPU went, by thread), QD1 latency p50/p99 and 128k
 # sequential read MB/s.
 # kublk is built by tests/bench/fetch-kublk.sh (cached; without it the null
@@ -38,10 +39,10 @@ main() {
   build_dir="${*: -1}"
   local groups=("${@:1:$#-1}") group
   ((${#groups[@]} > 0)) || groups=(all)
-  [[ "${groups[*]}" != all ]] || groups=(defaults null nvme nbd)
+  [[ "${groups[*]}" != all ]] || groups=(defaults null nvme fabric nbd)
   for group in "${groups[@]}"; do
-    [[ "$group" =~ ^(defaults|null|nvme|nbd)$ ]] || {
-      echo "bench: unknown group '$group' (want all, defaults, null, nvme or nbd)" >&2
+    [[ "$group" =~ ^(defaults|null|nvme|fabric|nbd)$ ]] || {
+      echo "bench: unknown group '$group' (want all, defaults, null, nvme, fabric or nbd)" >&2
       exit 2
     }
   done
@@ -66,8 +67,8 @@ main() {
   read -ra kernels <<<"${BLK_BENCH_KERNELS:-newest}"
 
   # Enough for 3 rounds of 10 s runs of every group (null: 7 devices x 3 tests, nvme: 6 x 3,
-  # nbd: 6 x 3; defaults: 3 x 1 of 4 s), with room for boot and setup.
-  local runs_per_round=$((7 * 3 + 6 * 3 + 6 * 3))
+  # fabric: 3 x 3, nbd: 6 x 3; defaults: 3 x 1 of 4 s), with room for boot and setup.
+  local runs_per_round=$((7 * 3 + 6 * 3 + 3 * 3 + 6 * 3))
   local timeout_s=$((600 + ${BLK_BENCH_ROUNDS:-3} * runs_per_round * (${BLK_BENCH_RUNTIME:-10} + 5)))
   local status=0 kernel kernel_dir kublk_dir
   for kernel in "${kernels[@]}"; do

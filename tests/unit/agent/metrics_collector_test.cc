@@ -21,6 +21,8 @@ struct FakeStats {
   std::map<std::string, v1::VolumeStats> by_volume;  // absent: the device keeps none
   std::optional<uint32_t> rq_affinity;               // absent: cannot be read
   bool redirected = false;
+  server::ThrottleCounts throttled;
+  absl::Status provision_error;  // what Provision fails with
 };
 
 class StatsDevice final : public VolumeDevice {
@@ -41,6 +43,7 @@ class StatsDevice final : public VolumeDevice {
     return *stats_.rq_affinity;
   }
   bool RqAffinityRedirected() const override { return stats_.redirected; }
+  server::ThrottleCounts throttle_counts() const override { return stats_.throttled; }
 
  private:
   int id_;
@@ -52,6 +55,7 @@ class StatsProvisioner final : public DeviceProvisioner {
   explicit StatsProvisioner(FakeStats& stats) : stats_(stats) {}
   absl::StatusOr<std::unique_ptr<VolumeDevice>> Provision(const v1::Volume&, int device_id,
                                                           bool /*fresh*/) override {
+    if (!stats_.provision_error.ok()) return stats_.provision_error;
     return std::make_unique<StatsDevice>(device_id, stats_);
   }
   absl::StatusOr<std::unique_ptr<VolumeDevice>> Recover(const v1::Volume&, int) override {
@@ -108,13 +112,22 @@ class MetricsCollectorTest : public ::testing::Test {
     EXPECT_TRUE(registry.ok()) << registry.status();
     table_ = std::make_unique<VolumeTable>(std::move(*registry), provisioner_);
   }
-  void Create(const std::string& id, uint32_t queues = 2) {
+  void Create(const std::string& id, uint32_t queues = 2, const v1::VolumeLimits& limits = {}) {
     v1::Volume volume;
     volume.set_id(id);
     volume.set_size_bytes(64 << 20);
     volume.set_queues(queues);
     volume.mutable_null();
+    *volume.mutable_limits() = limits;
     ASSERT_TRUE(table_->Create(volume).ok());
+  }
+  // A new agent over the same records.
+  void Restart() {
+    table_.reset();
+    auto registry = VolumeRegistry::Open(dir_.path());
+    ASSERT_TRUE(registry.ok()) << registry.status();
+    table_ = std::make_unique<VolumeTable>(std::move(*registry), provisioner_);
+    table_->Restore();
   }
   std::string Scrape() {
     MetricsCollector collector(*table_, v1::GetNodeInfoResponse());
@@ -229,6 +242,46 @@ TEST_F(MetricsCollectorTest, WithoutAReadableRqAffinityOnlyThePlacementIsShown) 
   EXPECT_THAT(text, Not(HasSubstr("blk_volume_rq_affinity{volume=\"v1\"}")));
   EXPECT_THAT(text, Not(HasSubstr("blk_volume_rq_affinity_redirected{volume=\"v1\"}")));
   EXPECT_THAT(text, HasSubstr("blk_volume_placement_info{volume=\"v1\",placement=\"hctx\"} 1\n"));
+}
+
+TEST_F(MetricsCollectorTest, ThrottlingCountersAndTheLimitsThatAreSet) {
+  stats_.throttled = {.requests = 12, .wait_ns = 2'500'000'000};
+  v1::VolumeLimits limits;
+  limits.mutable_read_iops()->set_rate(1000);
+  limits.mutable_read_iops()->set_burst(100);
+  limits.mutable_total_bytes_per_second()->set_rate(50 << 20);
+  limits.mutable_write_iops()->set_burst(0);  // present but unlimited: no series
+  Create("v1", 1, limits);
+  const std::string text = Scrape();
+  EXPECT_THAT(text, HasSubstr("# TYPE blk_volume_throttled_requests_total counter\n"));
+  EXPECT_THAT(text, HasSubstr("blk_volume_throttled_requests_total{volume=\"v1\"} 12\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE blk_volume_throttled_seconds_total counter\n"));
+  EXPECT_THAT(text, HasSubstr("blk_volume_throttled_seconds_total{volume=\"v1\"} 2.5\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE blk_volume_limit gauge\n"));
+  EXPECT_THAT(text, HasSubstr("blk_volume_limit{volume=\"v1\",kind=\"read_iops\"} 1000\n"));
+  EXPECT_THAT(text, HasSubstr("blk_volume_limit{volume=\"v1\",kind=\"total_bytes\"} 52428800\n"));
+  EXPECT_THAT(text, Not(HasSubstr("kind=\"write_iops\"")));
+}
+
+TEST_F(MetricsCollectorTest, AnUnlimitedVolumeCountsThrottlingButHasNoLimitSeries) {
+  Create("v1");
+  const std::string text = Scrape();
+  EXPECT_THAT(text, HasSubstr("blk_volume_throttled_requests_total{volume=\"v1\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("blk_volume_throttled_seconds_total{volume=\"v1\"} 0\n"));
+  EXPECT_THAT(text, Not(HasSubstr("blk_volume_limit{")));
+}
+
+TEST_F(MetricsCollectorTest, AVolumeWithoutADeviceHasNoThrottlingOrLimitSeries) {
+  v1::VolumeLimits limits;
+  limits.mutable_read_iops()->set_rate(1000);
+  Create("v1", 1, limits);
+  stats_.provision_error = absl::UnavailableError("backend gone");
+  Restart();
+  ASSERT_EQ(table_->Get("v1")->status().state(), v1::VOLUME_STATE_DEGRADED);
+  const std::string text = Scrape();
+  EXPECT_THAT(text, HasSubstr("blk_volume_queues{volume=\"v1\"} 1\n"));
+  EXPECT_THAT(text, Not(HasSubstr("blk_volume_throttled_requests_total{volume=\"v1\"}")));
+  EXPECT_THAT(text, Not(HasSubstr("blk_volume_limit{volume=\"v1\"")));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <thread>
 #include <utility>
 
+#include "agent/devices/ublk_provisioner.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/temp_dir.h"
@@ -35,6 +36,10 @@ struct FakeDeviceState {
   int rq_affinity_writes = 0;
   absl::Status rq_affinity_error;  // what writing it fails with
   bool redirected = false;
+  server::IoLimits limits;  // what the device came up with (DeviceConfig::limits), then SetLimits
+  int limits_writes = 0;
+  absl::Status limits_error;  // what SetLimits fails with
+  server::ThrottleCounts throttled;
   uint64_t size_bytes = 0;  // the kernel's capacity: the spec's, then what Resize set
   int resizes = 0;
   absl::Status resize_error;  // what Resize fails with (a kernel without UPDATE_SIZE)
@@ -65,6 +70,13 @@ class FakeDevice final : public VolumeDevice {
     return absl::OkStatus();
   }
   bool RqAffinityRedirected() const override { return state_->redirected; }
+  absl::Status SetLimits(const server::IoLimits& limits) override {
+    if (!state_->limits_error.ok()) return state_->limits_error;
+    ++state_->limits_writes;
+    state_->limits = limits;
+    return absl::OkStatus();
+  }
+  server::ThrottleCounts throttle_counts() const override { return state_->throttled; }
   absl::Status Resize(uint64_t size_bytes) override {
     WaitAtGate();
     if (!state_->resize_error.ok()) return state_->resize_error;
@@ -173,6 +185,8 @@ class FakeProvisioner final : public DeviceProvisioner {
     auto state = std::make_shared<FakeDeviceState>();
     state->rq_affinity_error = rq_affinity_error;
     state->size_bytes = spec.size_bytes();
+    // What UblkProvisioner's DeviceConfigFor hands the device.
+    state->limits = DeviceConfigFor(spec).limits;
     devices[spec.id()] = state;
     return std::make_unique<FakeDevice>(id, state, *this);
   }
@@ -1061,7 +1075,7 @@ TEST_F(TunablesTest, RefusedUpdatesChangeNothing) {
       {RqAffinityChange("v1", 2), Mask({}), absl::StatusCode::kInvalidArgument,
        "update_mask: names no field"},
       {resize, Mask({"rq_affinity", "size_bytes"}), absl::StatusCode::kInvalidArgument,
-       "update_mask: 'size_bytes' cannot be updated (updatable: rq_affinity)"},
+       "update_mask: 'size_bytes' cannot be updated (updatable: rq_affinity, limits)"},
       {unset, Mask({"rq_affinity"}), absl::StatusCode::kInvalidArgument,
        "volume.rq_affinity: must be set"},
       {RqAffinityChange("Bad Id", 2), Mask({"rq_affinity"}), absl::StatusCode::kInvalidArgument,
@@ -1108,6 +1122,177 @@ TEST_F(TunablesTest, ADegradedVolumeTakesTheUpdateWhenItsDeviceComesUp) {
   Restart();
   EXPECT_EQ(Table().Get("v1")->status().state(), v1::VOLUME_STATE_LIVE);
   EXPECT_EQ(provisioner_.devices["v1"]->rq_affinity, 0u);
+}
+
+v1::Volume LimitsChange(const std::string& id, uint64_t read_iops, uint64_t total_bytes = 0) {
+  v1::Volume changes;
+  changes.set_id(id);
+  if (read_iops != 0) changes.mutable_limits()->mutable_read_iops()->set_rate(read_iops);
+  if (total_bytes != 0) {
+    changes.mutable_limits()->mutable_total_bytes_per_second()->set_rate(total_bytes);
+  }
+  return changes;
+}
+
+v1::Volume WithReadIops(v1::Volume spec, uint64_t rate, uint64_t burst = 0) {
+  spec.mutable_limits()->mutable_read_iops()->set_rate(rate);
+  spec.mutable_limits()->mutable_read_iops()->set_burst(burst);
+  return spec;
+}
+
+class LimitsTest : public VolumeTableTest {};
+
+TEST_F(LimitsTest, ANewDeviceComesUpWithTheSpecsLimits) {
+  auto volume = Table().Create(WithReadIops(NullVolume("v1"), 1000, 100));
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  EXPECT_EQ(provisioner_.devices["v1"]->limits.read_iops, (server::RateLimit{1000, 100}));
+  EXPECT_EQ(provisioner_.devices["v1"]->limits_writes, 0);  // no SetLimits needed
+  EXPECT_EQ(volume->limits().read_iops().rate(), 1000u);
+  EXPECT_EQ(Registry().LoadAll().records[0].spec.limits().read_iops().burst(), 100u);
+}
+
+TEST_F(LimitsTest, StatusShowsWhatTheLimitsHeldBack) {
+  ASSERT_TRUE(Table().Create(WithReadIops(NullVolume("v1"), 10)).ok());
+  provisioner_.devices["v1"]->throttled = {.requests = 7, .wait_ns = 1'500'000'000};
+  auto volume = Table().Get("v1");
+  ASSERT_TRUE(volume.ok());
+  EXPECT_EQ(volume->status().throttled_requests(), 7u);
+  EXPECT_EQ(volume->status().throttled_nanoseconds(), 1'500'000'000u);
+}
+
+TEST_F(LimitsTest, CreateAgainWithOtherLimitsIsTheSameVolumeAndChangesNothing) {
+  ASSERT_TRUE(Table().Create(WithReadIops(NullVolume("v1"), 1000)).ok());
+  for (const v1::Volume& again : {WithReadIops(NullVolume("v1"), 5), NullVolume("v1")}) {
+    auto volume = Table().Create(again);
+    ASSERT_TRUE(volume.ok()) << volume.status();
+    EXPECT_EQ(volume->limits().read_iops().rate(), 1000u);
+  }
+  EXPECT_EQ(provisioner_.devices["v1"]->limits.read_iops.rate, 1000u);
+  EXPECT_EQ(provisioner_.devices["v1"]->limits_writes, 0);
+  EXPECT_EQ(provisioner_.calls, 1);
+  EXPECT_EQ(Registry().LoadAll().records[0].spec.limits().read_iops().rate(), 1000u);
+}
+
+TEST_F(LimitsTest, AnUpdateReplacesTheWholeSetOnTheLiveDeviceAndPersistsIt) {
+  ASSERT_TRUE(Table().Create(WithReadIops(NullVolume("v1"), 1000)).ok());
+  auto volume = Table().Update(LimitsChange("v1", 0, 50 << 20), Mask({"limits"}));
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  // read_iops, left out of the new limits, is lifted.
+  EXPECT_FALSE(volume->limits().has_read_iops());
+  EXPECT_EQ(volume->limits().total_bytes_per_second().rate(), 50u << 20);
+  const server::IoLimits& device = provisioner_.devices["v1"]->limits;
+  EXPECT_EQ(device.read_iops, server::RateLimit{});
+  EXPECT_EQ(device.total_bytes.rate, 50u << 20);
+  EXPECT_EQ(Registry().LoadAll().records[0].spec.limits().total_bytes_per_second().rate(),
+            50u << 20);
+  EXPECT_EQ(Table().Get("v1")->limits().total_bytes_per_second().rate(), 50u << 20);
+
+  // Unset limits lift them all.
+  v1::Volume none;
+  none.set_id("v1");
+  ASSERT_TRUE(Table().Update(none, Mask({"limits"})).ok());
+  EXPECT_TRUE(provisioner_.devices["v1"]->limits.unlimited());
+  EXPECT_FALSE(Table().Get("v1")->has_limits());
+  EXPECT_FALSE(Registry().LoadAll().records[0].spec.has_limits());
+}
+
+TEST_F(LimitsTest, AnUpdateOfLimitsLeavesRqAffinityAloneAndBothMayChangeAtOnce) {
+  v1::Volume spec = NullVolume("v1");
+  spec.set_rq_affinity(2);
+  ASSERT_TRUE(Table().Create(spec).ok());
+  ASSERT_TRUE(Table().Update(LimitsChange("v1", 100), Mask({"limits"})).ok());
+  EXPECT_EQ(provisioner_.devices["v1"]->rq_affinity_writes, 1);
+  EXPECT_EQ(Table().Get("v1")->rq_affinity(), 2u);
+
+  v1::Volume both = LimitsChange("v1", 200);
+  both.set_rq_affinity(0);
+  auto volume = Table().Update(both, Mask({"rq_affinity", "limits"}));
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  EXPECT_EQ(provisioner_.devices["v1"]->rq_affinity, 0u);
+  EXPECT_EQ(provisioner_.devices["v1"]->limits.read_iops.rate, 200u);
+  const v1::Volume recorded = Registry().LoadAll().records[0].spec;
+  EXPECT_EQ(recorded.rq_affinity(), 0u);
+  EXPECT_EQ(recorded.limits().read_iops().rate(), 200u);
+
+  // An rq_affinity update keeps the limits.
+  ASSERT_TRUE(Table().Update(RqAffinityChange("v1", 1), Mask({"rq_affinity"})).ok());
+  EXPECT_EQ(provisioner_.devices["v1"]->limits.read_iops.rate, 200u);
+  EXPECT_EQ(Registry().LoadAll().records[0].spec.limits().read_iops().rate(), 200u);
+}
+
+TEST_F(LimitsTest, InvalidLimitsChangeNothing) {
+  ASSERT_TRUE(Table().Create(WithReadIops(NullVolume("v1"), 1000)).ok());
+  v1::Volume bad = LimitsChange("v1", 20'000'000);
+  bad.set_rq_affinity(0);
+  auto volume = Table().Update(bad, Mask({"rq_affinity", "limits"}));
+  EXPECT_EQ(volume.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(volume.status().message()), HasSubstr("volume.limits.read_iops.rate"));
+  EXPECT_EQ(provisioner_.devices["v1"]->limits.read_iops.rate, 1000u);
+  EXPECT_EQ(provisioner_.devices["v1"]->rq_affinity_writes, 0);
+  EXPECT_EQ(Registry().LoadAll().records[0].spec.limits().read_iops().rate(), 1000u);
+
+  auto created = Table().Create(WithReadIops(NullVolume("v2"), 100, /*burst=*/UINT64_MAX));
+  EXPECT_EQ(created.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(created.status().message()), HasSubstr("volume.limits.read_iops.burst"));
+  EXPECT_EQ(provisioner_.calls, 1);
+}
+
+TEST_F(LimitsTest, LimitsTheDeviceRefusesAreNotRecordedAndRqAffinityIsPutBack) {
+  v1::Volume spec = WithReadIops(NullVolume("v1"), 1000);
+  spec.set_rq_affinity(1);
+  ASSERT_TRUE(Table().Create(spec).ok());
+  provisioner_.devices["v1"]->limits_error = absl::InternalError("no limiter");
+  v1::Volume both = LimitsChange("v1", 5);
+  both.set_rq_affinity(2);
+  auto volume = Table().Update(both, Mask({"rq_affinity", "limits"}));
+  EXPECT_EQ(volume.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(volume.status().message()),
+              HasSubstr("volume.limits: cannot apply: no limiter"));
+  EXPECT_EQ(provisioner_.devices["v1"]->rq_affinity, 1u);
+  EXPECT_EQ(provisioner_.devices["v1"]->limits.read_iops.rate, 1000u);
+  const v1::Volume recorded = Registry().LoadAll().records[0].spec;
+  EXPECT_EQ(recorded.rq_affinity(), 1u);
+  EXPECT_EQ(recorded.limits().read_iops().rate(), 1000u);
+  EXPECT_EQ(Table().Get("v1")->limits().read_iops().rate(), 1000u);
+  // The volume is not left busy.
+  provisioner_.devices["v1"]->limits_error = absl::OkStatus();
+  EXPECT_TRUE(Table().Update(both, Mask({"rq_affinity", "limits"})).ok());
+}
+
+TEST_F(LimitsTest, UpdatedLimitsComeBackWhenAKilledAgentRecoversTheDevice) {
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
+  ASSERT_TRUE(Table().Update(LimitsChange("v1", 300), Mask({"limits"})).ok());
+  KillAndRestart();
+  EXPECT_EQ(provisioner_.recovered, 1);
+  EXPECT_EQ(provisioner_.devices["v1"]->limits.read_iops.rate, 300u);
+  EXPECT_EQ(Table().Get("v1")->limits().read_iops().rate(), 300u);
+}
+
+TEST_F(LimitsTest, UpdatedLimitsComeBackWhenTheDeviceIsRecreated) {
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
+  ASSERT_TRUE(Table().Update(LimitsChange("v1", 0, 1 << 20), Mask({"limits"})).ok());
+  provisioner_.KillServer();
+  provisioner_.kernel.clear();  // a reboot: the device must be created again
+  Restart();
+  EXPECT_EQ(Table().Get("v1")->status().state(), v1::VOLUME_STATE_LIVE);
+  EXPECT_EQ(provisioner_.devices["v1"]->limits.total_bytes.rate, 1u << 20);
+}
+
+TEST_F(LimitsTest, ADegradedVolumeTakesNewLimitsWhenItsDeviceComesUp) {
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());
+  provisioner_.KillServer();
+  provisioner_.SetFailure(absl::UnavailableError("backend gone"));
+  Restart();
+  ASSERT_EQ(Table().Get("v1")->status().state(), v1::VOLUME_STATE_DEGRADED);
+  auto volume = Table().Update(LimitsChange("v1", 42), Mask({"limits"}));
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  EXPECT_EQ(volume->limits().read_iops().rate(), 42u);
+  EXPECT_EQ(volume->status().throttled_requests(), 0u);  // no device to count them
+  provisioner_.SetFailure(absl::OkStatus());
+  ASSERT_TRUE(Table().Create(NullVolume("v1")).ok());  // the same spec again: a retry
+  EXPECT_EQ(Table().Get("v1")->status().state(), v1::VOLUME_STATE_LIVE);
+  EXPECT_EQ(provisioner_.devices["v1"]->limits.read_iops.rate, 42u);
+  EXPECT_EQ(Table().Get("v1")->limits().read_iops().rate(), 42u);
 }
 
 class ResizeTest : public VolumeTableTest {};
@@ -1441,6 +1626,16 @@ TEST_F(RecordFaultTest, AGrowthWhoseSizeCannotBeRecordedFailsAndTheSameResizeRec
   EXPECT_EQ(again->size_bytes(), uint64_t{128} << 20);
   EXPECT_EQ(Registry().LoadAll().records[0].spec.size_bytes(), uint64_t{128} << 20);
   EXPECT_EQ(provisioner_.devices["v1"]->size_bytes, uint64_t{128} << 20);
+}
+
+TEST_F(RecordFaultTest, ALimitsUpdateWhoseRecordCannotBeSavedPutsTheDeviceBack) {
+  ASSERT_TRUE(Table().Create(WithReadIops(NullVolume("v1"), 1000, 10)).ok());
+  FailNextRecordWrite("v1");
+  auto updated = Table().Update(LimitsChange("v1", 5), Mask({"limits"}));
+  EXPECT_EQ(updated.status().code(), absl::StatusCode::kInternal) << updated.status();
+  EXPECT_EQ(provisioner_.devices["v1"]->limits.read_iops, (server::RateLimit{1000, 10}));
+  EXPECT_EQ(Table().Get("v1")->limits().read_iops().rate(), 1000u);
+  EXPECT_EQ(Registry().LoadAll().records[0].spec.limits().read_iops().rate(), 1000u);
 }
 
 TEST_F(RecordFaultTest, AnUpdateWhoseRecordCannotBeSavedPutsTheDeviceBack) {

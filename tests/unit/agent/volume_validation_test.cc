@@ -370,5 +370,113 @@ TEST(NvmeVolumeValidation, WithoutAFabricTheLocalPathIsStillRequired) {
   ExpectInvalid(spec, "volume.nvme.path: is required");
 }
 
+// Limits: the six rates with their bursts, checked field by field.
+
+void ExpectValid(const v1::Volume& spec) {
+  absl::Status status = ValidateVolumeSpec(spec);
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+void ExpectInvalidWith(const v1::Volume& spec, std::string_view message) {
+  absl::Status status = ValidateVolumeSpec(spec);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr(std::string(message))) << status;
+}
+
+TEST(LimitsValidation, UnsetLimitsAndAFullSetWithinTheBoundsAreValid) {
+  ExpectValid(NullVolume());
+  v1::Volume spec = NullVolume();
+  v1::VolumeLimits& limits = *spec.mutable_limits();
+  limits.mutable_read_iops()->set_rate(10'000'000);
+  limits.mutable_write_iops()->set_rate(1);
+  limits.mutable_write_iops()->set_burst(3600);
+  limits.mutable_total_iops()->set_rate(1000);
+  limits.mutable_total_iops()->set_burst(1);
+  limits.mutable_read_bytes_per_second()->set_rate(100'000'000'000);
+  limits.mutable_write_bytes_per_second()->set_rate(1 << 20);
+  limits.mutable_write_bytes_per_second()->set_burst(512 * 1024);
+  limits.mutable_total_bytes_per_second()->set_rate(100);  // the bucket holds a request anyway
+  ExpectValid(spec);
+}
+
+TEST(LimitsValidation, RatesAboveTheMaximumAreRefusedNamingTheField) {
+  v1::Volume spec = NullVolume();
+  spec.mutable_limits()->mutable_total_iops()->set_rate(10'000'001);
+  ExpectInvalidWith(spec,
+                    "volume.limits.total_iops.rate: 10000001 exceeds the maximum of 10000000");
+  spec = NullVolume();
+  spec.mutable_limits()->mutable_write_bytes_per_second()->set_rate(100'000'000'001);
+  ExpectInvalidWith(spec, "volume.limits.write_bytes_per_second.rate: 100000000001 exceeds");
+}
+
+TEST(LimitsValidation, ABurstWithoutARateIsRefused) {
+  v1::Volume spec = NullVolume();
+  spec.mutable_limits()->mutable_read_iops()->set_burst(10);
+  ExpectInvalidWith(spec, "volume.limits.read_iops.burst: 10 is set without a rate");
+}
+
+TEST(LimitsValidation, ABytesBurstMustHoldTheLargestRequest) {
+  v1::Volume spec = NullVolume();
+  v1::RateLimit& limit = *spec.mutable_limits()->mutable_read_bytes_per_second();
+  limit.set_rate(10 << 20);
+  limit.set_burst(512 * 1024 - 1);
+  ExpectInvalidWith(spec,
+                    "volume.limits.read_bytes_per_second.burst: 524287 is below the largest "
+                    "request of 524288 bytes");
+  limit.set_burst(512 * 1024);
+  ExpectValid(spec);
+}
+
+TEST(LimitsValidation, ABurstOfMoreThanAnHourOfItsRateIsRefused) {
+  v1::Volume spec = NullVolume();
+  v1::RateLimit& limit = *spec.mutable_limits()->mutable_write_iops();
+  limit.set_rate(100);
+  limit.set_burst(360'001);
+  ExpectInvalidWith(spec,
+                    "volume.limits.write_iops.burst: 360001 exceeds an hour's worth of the rate "
+                    "(360000)");
+  limit.set_burst(360'000);
+  ExpectValid(spec);
+  // The largest rate and burst do not overflow the check.
+  v1::RateLimit& bytes = *spec.mutable_limits()->mutable_total_bytes_per_second();
+  bytes.set_rate(100'000'000'000);
+  bytes.set_burst(UINT64_MAX);
+  ExpectInvalidWith(spec, "volume.limits.total_bytes_per_second.burst");
+}
+
+google::protobuf::FieldMask MaskOf(std::initializer_list<const char*> paths) {
+  google::protobuf::FieldMask mask;
+  for (const char* path : paths) mask.add_paths(path);
+  return mask;
+}
+
+TEST(LimitsValidation, AnUpdateMayNameLimitsAloneOrWithRqAffinity) {
+  v1::Volume changes;
+  changes.set_id("vol-1");
+  EXPECT_TRUE(ValidateVolumeUpdate(changes, MaskOf({"limits"})).ok());  // unset: unlimited
+  changes.mutable_limits()->mutable_read_iops()->set_rate(500);
+  EXPECT_TRUE(ValidateVolumeUpdate(changes, MaskOf({"limits"})).ok());
+  // rq_affinity must be set only when the mask names it.
+  absl::Status status = ValidateVolumeUpdate(changes, MaskOf({"limits", "rq_affinity"}));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("volume.rq_affinity: must be set"));
+  changes.set_rq_affinity(2);
+  EXPECT_TRUE(ValidateVolumeUpdate(changes, MaskOf({"rq_affinity", "limits"})).ok());
+}
+
+TEST(LimitsValidation, AnUpdateChecksTheLimitsLikeACreate) {
+  v1::Volume changes;
+  changes.set_id("vol-1");
+  changes.mutable_limits()->mutable_total_iops()->set_rate(20'000'000);
+  absl::Status status = ValidateVolumeUpdate(changes, MaskOf({"limits"}));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("volume.limits.total_iops.rate"));
+  // Limits the mask does not name are not looked at.
+  changes.set_rq_affinity(1);
+  EXPECT_TRUE(ValidateVolumeUpdate(changes, MaskOf({"rq_affinity"})).ok());
+  status = ValidateVolumeUpdate(changes, MaskOf({"limit"}));
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("update_mask: 'limit' cannot be updated (updatable: rq_affinity, limits)"));
+}
+
 }  // namespace
 }  // namespace blk::agent

@@ -191,6 +191,102 @@ TEST_F(Blkctl, UpdateVolumeLeavesRangeChecksToTheAgent) {
   EXPECT_EQ(agent_.service().last_update().volume().rq_affinity(), 3u);
 }
 
+TEST_F(Blkctl, CreateVolumeSendsTheLimitsGiven) {
+  Outcome outcome =
+      RunAgainstAgent({"create-volume", "v1", "--size", "1G", "--backend", "null://", "--read-iops",
+                       "1000:100", "--iops", "5000", "--write-bps", "10M:1G", "--bps", "50M"});
+  ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
+  const blk::v1::VolumeLimits sent = agent_.service().last_create().volume().limits();
+  EXPECT_EQ(sent.read_iops().rate(), 1000u);
+  EXPECT_EQ(sent.read_iops().burst(), 100u);
+  EXPECT_FALSE(sent.has_write_iops());
+  EXPECT_EQ(sent.total_iops().rate(), 5000u);
+  EXPECT_FALSE(sent.has_read_bytes_per_second());
+  EXPECT_EQ(sent.write_bytes_per_second().rate(), 10u << 20);
+  EXPECT_EQ(sent.write_bytes_per_second().burst(), 1u << 30);
+  EXPECT_EQ(sent.total_bytes_per_second().rate(), 50u << 20);
+  EXPECT_THAT(outcome.out,
+              HasSubstr("limits:       read 1000 iops (burst 100), total 5000 iops, write 10MiB/s "
+                        "(burst 1GiB), total 50MiB/s\n"));
+}
+
+TEST_F(Blkctl, CreateVolumeWithoutLimitsSendsNone) {
+  Outcome outcome =
+      RunAgainstAgent({"create-volume", "v1", "--size", "1G", "--backend", "null://"});
+  ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
+  EXPECT_FALSE(agent_.service().last_create().volume().has_limits());
+  EXPECT_THAT(outcome.out, HasSubstr("limits:       none\n"));
+  EXPECT_THAT(outcome.out, HasSubstr("throttled:    0 requests, 0.000 s\n"));
+}
+
+TEST_F(Blkctl, UpdateVolumeMergesTheGivenLimitsIntoTheVolumesCurrentOnes) {
+  ASSERT_EQ(RunAgainstAgent({"create-volume", "v1", "--size", "1G", "--backend", "null://",
+                             "--read-iops", "1000", "--write-bps", "10M"})
+                .exit_code,
+            kExitOk);
+  Outcome outcome =
+      RunAgainstAgent({"update-volume", "v1", "--read-iops", "500:50", "--iops", "900"});
+  ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
+  EXPECT_THAT(agent_.service().methods(), ElementsAre("CreateVolume", "GetVolume", "UpdateVolume"));
+  const blk::v1::UpdateVolumeRequest sent = agent_.service().last_update();
+  EXPECT_THAT(sent.update_mask().paths(), ElementsAre("limits"));
+  EXPECT_FALSE(sent.volume().has_rq_affinity());
+  const blk::v1::VolumeLimits& limits = sent.volume().limits();
+  EXPECT_EQ(limits.read_iops().rate(), 500u);
+  EXPECT_EQ(limits.read_iops().burst(), 50u);
+  EXPECT_EQ(limits.total_iops().rate(), 900u);
+  EXPECT_EQ(limits.write_bytes_per_second().rate(), 10u << 20);  // kept
+  EXPECT_THAT(outcome.out,
+              HasSubstr("limits:       read 500 iops (burst 50), total 900 iops, write 10MiB/s\n"));
+
+  // A rate of 0 lifts that one limit.
+  ASSERT_EQ(RunAgainstAgent({"update-volume", "v1", "--write-bps", "0"}).exit_code, kExitOk);
+  const blk::v1::VolumeLimits after = agent_.service().last_update().volume().limits();
+  EXPECT_FALSE(after.has_write_bytes_per_second());
+  EXPECT_EQ(after.read_iops().rate(), 500u);
+}
+
+TEST_F(Blkctl, UpdateVolumeNoLimitsLiftsThemAllWithoutAskingForTheCurrentOnes) {
+  ASSERT_EQ(RunAgainstAgent({"create-volume", "v1", "--size", "1G", "--backend", "null://",
+                             "--read-iops", "1000"})
+                .exit_code,
+            kExitOk);
+  Outcome outcome = RunAgainstAgent({"update-volume", "v1", "--no-limits"});
+  ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
+  EXPECT_THAT(agent_.service().methods(), ElementsAre("CreateVolume", "UpdateVolume"));
+  EXPECT_THAT(agent_.service().last_update().update_mask().paths(), ElementsAre("limits"));
+  EXPECT_FALSE(agent_.service().last_update().volume().has_limits());
+  EXPECT_THAT(outcome.out, HasSubstr("limits:       none\n"));
+
+  // With limit flags: only those.
+  ASSERT_EQ(RunAgainstAgent({"update-volume", "v1", "--read-iops", "7"}).exit_code, kExitOk);
+  ASSERT_EQ(RunAgainstAgent({"update-volume", "v1", "--no-limits", "--bps", "1M"}).exit_code,
+            kExitOk);
+  const blk::v1::VolumeLimits sent = agent_.service().last_update().volume().limits();
+  EXPECT_FALSE(sent.has_read_iops());
+  EXPECT_EQ(sent.total_bytes_per_second().rate(), 1u << 20);
+}
+
+TEST_F(Blkctl, UpdateVolumeSendsRqAffinityAndLimitsInOneRequest) {
+  ASSERT_EQ(
+      RunAgainstAgent({"create-volume", "v1", "--size", "1G", "--backend", "null://"}).exit_code,
+      kExitOk);
+  Outcome outcome =
+      RunAgainstAgent({"update-volume", "v1", "--rq-affinity", "1", "--write-iops", "300"});
+  ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
+  const blk::v1::UpdateVolumeRequest sent = agent_.service().last_update();
+  EXPECT_THAT(sent.update_mask().paths(), ElementsAre("rq_affinity", "limits"));
+  EXPECT_EQ(sent.volume().rq_affinity(), 1u);
+  EXPECT_EQ(sent.volume().limits().write_iops().rate(), 300u);
+}
+
+TEST_F(Blkctl, UpdateVolumeOfAnUnknownVolumeSendsNoUpdate) {
+  Outcome outcome = RunAgainstAgent({"update-volume", "nope", "--iops", "10"});
+  EXPECT_EQ(outcome.exit_code, kExitRpcError);
+  EXPECT_THAT(outcome.err, StartsWith("blkctl: NOT_FOUND: "));
+  EXPECT_THAT(agent_.service().methods(), ElementsAre("GetVolume"));
+}
+
 TEST_F(Blkctl, ResizeVolumeSendsTheParsedSize) {
   ASSERT_EQ(
       RunAgainstAgent({"create-volume", "v1", "--size", "1G", "--backend", "null://"}).exit_code,
@@ -473,6 +569,27 @@ INSTANTIATE_TEST_SUITE_P(
         UsageCase{"UpdateWithoutTunable", {"update-volume", "a"}, "needs a tunable to change"},
         UsageCase{
             "NegativeRqAffinity", {"update-volume", "a", "--rq-affinity", "-1"}, "--rq-affinity"},
+        UsageCase{
+            "NegativeIops",
+            {"create-volume", "v1", "--size", "1G", "--backend", "null://", "--read-iops", "-5"},
+            "--read-iops: limit '-5' (N[:BURST]): invalid count '-5': negative"},
+        UsageCase{
+            "MalformedIops", {"update-volume", "a", "--iops", "fast"}, "--iops: limit 'fast'"},
+        UsageCase{"MalformedIopsBurst",
+                  {"update-volume", "a", "--write-iops", "100:x"},
+                  "--write-iops: limit '100:x' (N[:BURST]): burst: invalid count 'x'"},
+        UsageCase{"AmbiguousBps",
+                  {"create-volume", "v1", "--size", "1G", "--backend", "null://", "--bps", "50MB"},
+                  "--bps: limit '50MB' (SIZE[:BURST]): invalid size '50MB': ambiguous suffix"},
+        UsageCase{"NegativeBpsBurst",
+                  {"update-volume", "a", "--read-bps", "1M:-1"},
+                  "burst: invalid size '-1': negative"},
+        UsageCase{"FractionalWriteBps",
+                  {"update-volume", "a", "--write-bps", "1.5M"},
+                  "--write-bps: limit '1.5M'"},
+        UsageCase{"NoLimitsOnCreate",
+                  {"create-volume", "v1", "--size", "1G", "--backend", "null://", "--no-limits"},
+                  "--no-limits"},
         UsageCase{"NonNumericRqAffinity",
                   {"create-volume", "v1", "--size", "1G", "--backend", "null://", "--rq-affinity",
                    "same"},

@@ -99,8 +99,14 @@ class FakeVolumeService final : public blk::v1::VolumeService::Service {
       return grpc::Status(grpc::StatusCode::NOT_FOUND,
                           "volume " + request->volume().id() + " not found");
     }
-    found->second.set_rq_affinity(request->volume().rq_affinity());
-    found->second.mutable_status()->set_rq_affinity(request->volume().rq_affinity());
+    for (const std::string& path : request->update_mask().paths()) {
+      if (path == "rq_affinity") {
+        found->second.set_rq_affinity(request->volume().rq_affinity());
+        found->second.mutable_status()->set_rq_affinity(request->volume().rq_affinity());
+      } else if (path == "limits") {
+        *found->second.mutable_limits() = request->volume().limits();
+      }
+    }
     *response->mutable_volume() = found->second;
     return grpc::Status::OK;
   }

@@ -73,10 +73,12 @@ TEST(RenderVolume, ListsEveryFieldOnePerLine) {
             "fail fast:    no\n"
             "placement:    hctx\n"
             "rq affinity:  - (kernel default)\n"
+            "limits:       none\n"
             "state:        live\n"
             "device:       /dev/ublkb3\n"
             "device id:    3\n"
-            "rq redirect:  no\n");
+            "rq redirect:  no\n"
+            "throttled:    0 requests, 0.000 s\n");
 }
 
 TEST(RenderVolume, ShowsRqAffinityReadBackAndWhatWasAsked) {
@@ -93,6 +95,26 @@ TEST(RenderVolume, ShowsRqAffinityReadBackAndWhatWasAsked) {
   EXPECT_THAT(RenderVolume(volume), HasSubstr("rq affinity:  1 (requested 2)\n"));
   volume.mutable_status()->clear_rq_affinity();
   EXPECT_THAT(RenderVolume(volume), HasSubstr("rq affinity:  - (requested 2)\n"));
+}
+
+TEST(RenderVolume, ShowsTheLimitsThatAreSetAndWhatTheyHeldBack) {
+  blk::v1::Volume volume = LiveFileVolume();
+  blk::v1::VolumeLimits& limits = *volume.mutable_limits();
+  limits.mutable_read_iops()->set_rate(1000);
+  limits.mutable_read_iops()->set_burst(100);
+  limits.mutable_write_iops();  // present, but unlimited
+  limits.mutable_write_bytes_per_second()->set_rate(10 << 20);
+  limits.mutable_write_bytes_per_second()->set_burst(1 << 30);
+  limits.mutable_total_bytes_per_second()->set_rate(50 << 20);
+  volume.mutable_status()->set_throttled_requests(1);
+  volume.mutable_status()->set_throttled_nanoseconds(2'500'000'000);
+  const std::string text = RenderVolume(volume);
+  EXPECT_THAT(text, HasSubstr("limits:       read 1000 iops (burst 100), write 10MiB/s (burst "
+                              "1GiB), total 50MiB/s\n"));
+  EXPECT_THAT(text, HasSubstr("throttled:    1 request, 2.500 s\n"));
+  volume.mutable_limits()->Clear();
+  volume.mutable_limits()->mutable_total_iops()->set_rate(20000);
+  EXPECT_THAT(RenderVolume(volume), HasSubstr("limits:       total 20000 iops\n"));
 }
 
 TEST(RenderVolume, ShowsAnNvmeVolumesOffsetPollAndCopyMode) {
@@ -160,6 +182,7 @@ TEST(RenderVolume, ShowsTheStatusMessageOfAFailedVolume) {
             "fail fast:    no\n"
             "placement:    hctx\n"
             "rq affinity:  - (kernel default)\n"
+            "limits:       none\n"
             "state:        failed\n"
             "device:       -\n"
             "message:      ADD_DEV: Operation not permitted\n");

@@ -10,7 +10,8 @@
 # killed (-9) under fio and restarted loses nothing and connects no second set of controllers;
 # delete disconnects the controllers the agent made and leaves one connected by hand alone;
 # an unknown subsystem, a port where nothing listens, an absent namespace and a size beyond the
-# namespace are refused with the reason, leaving no controller behind.
+# namespace are refused with the reason, leaving no controller behind; a subsystem that demands
+# DH-CHAP serves a volume given the key in a file and refuses one given another key.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/nvmet_lib.sh"
 
@@ -274,6 +275,22 @@ main() {
   expect_eq "the controller left" "$hand" "$(nvme_host_controllers "$NQN")"
   expect_eq "its state" live "$(cat "/sys/class/nvme/$hand/state")"
   echo "ok: $hand (connected by hand) is still there and live"
+
+  step "DH-CHAP: the key from a file is accepted, another key refused"
+  local secure=nqn.2024-01.io.blk.test:vm82-auth host key
+  host="$(cat /etc/nvme/hostnqn)"
+  key="$(nvme gen-dhchap-key -n "$host" -m 0)" || fail "nvme gen-dhchap-key failed"
+  nvmet_subsystem "$secure" "$WORK/auth.img" 64M
+  nvmet_require_host "$secure" "$host" "$key"
+  nvmet_port 3 4422 "$secure"
+  (umask 077 && echo "$key" >"$WORK/dhchap.key" && nvme gen-dhchap-key -n "$host" -m 0 >"$WORK/other.key")
+  expect_fail_with "127\\.0\\.0\\.1:4422 for subsystem $secure" "a volume with the wrong DH-CHAP key" \
+    ctl create-volume a --backend "nvme-tcp://127.0.0.1:4422/$secure?nsid=1&dhchap_secret_file=$WORK/other.key"
+  wait_for "no controller of $secure after the refusal" 10 nvme_controller_count_is "$secure" 0
+  ctl create-volume a --backend "nvme-tcp://127.0.0.1:4422/$secure?nsid=1&dhchap_secret_file=$WORK/dhchap.key"
+  fio_verify "$(volume_device a)" 8M
+  ctl delete-volume a
+  wait_for "a's controller to go" 30 nvme_controller_count_is "$secure" 0
 
   expect_eq "volumes left" 0 "$(ctl list-volumes -o json | jq '.volumes | length')"
   stop_agent

@@ -11,6 +11,8 @@
 #                                   nvmet_teardown to run at exit
 #   nvmet_subsystem NQN IMG SIZE    a subsystem any host may use, namespace 1 backed by the file
 #                                   IMG (created sparse, SIZE as truncate takes it)
+#   nvmet_require_host NQN HOSTNQN KEY  only HOSTNQN may use subsystem NQN, authenticated with the
+#                                   DH-CHAP key KEY (DHHC-1:...); skips without nvmet auth
 #   nvmet_port ID PORT [NQN]        a TCP port on 127.0.0.1:PORT exposing NQN (default: the last
 #                                   subsystem made)
 #   nvmet_unlink ID / nvmet_link ID stop / start exposing the port's subsystem: the path goes down
@@ -29,6 +31,7 @@ NVMET_CONFIG=/sys/kernel/config/nvmet
 NVMET_SUBSYSTEMS=()             # NQNs made by nvmet_subsystem, in order
 declare -gA NVMET_PORT_NQN=()   # port id -> the NQN it exposes
 NVMET_TEARDOWN_REGISTERED=""
+NVMET_HOSTS=()                  # host NQNs made by nvmet_require_host
 
 nvmet_load() {
   [[ -n "${BLK_VM_MODBASE:-}" ]] ||
@@ -60,6 +63,18 @@ nvmet_subsystem() {
   echo "$img" >"$subsystem/namespaces/1/device_path"
   echo 1 >"$subsystem/namespaces/1/enable" || fail "nvmet_subsystem: cannot enable namespace 1 on $img"
   echo "nvmet: subsystem $nqn, namespace 1 on $img ($size)"
+}
+
+nvmet_require_host() {
+  local nqn="$1" host="$2" key="$3" subsystem="$NVMET_CONFIG/subsystems/$1"
+  local dir="$NVMET_CONFIG/hosts/$2"
+  [[ -d "$dir" ]] || mkdir "$dir" || fail "nvmet_require_host: mkdir $dir failed"
+  NVMET_HOSTS+=("$host")
+  [[ -e "$dir/dhchap_key" ]] || skip "nvmet of $(uname -r) has no DH-CHAP (NVME_TARGET_AUTH)"
+  echo "$key" >"$dir/dhchap_key" || fail "nvmet_require_host: cannot set the DH-CHAP key of $host"
+  echo 0 >"$subsystem/attr_allow_any_host"
+  ln -s "$dir" "$subsystem/allowed_hosts/" || fail "nvmet_require_host: cannot allow $host on $nqn"
+  echo "nvmet: subsystem $nqn allows only $host, with DH-CHAP"
 }
 
 nvmet_port() {
@@ -184,8 +199,14 @@ nvmet_teardown() {
       echo 0 >"$ns/enable" 2>/dev/null
       rmdir "$ns" || echo "nvmet_teardown: cannot remove $ns" >&2
     done
+    rm -f "$dir"/allowed_hosts/* 2>/dev/null
     rmdir "$dir" || echo "nvmet_teardown: cannot remove subsystem $nqn" >&2
   done
   NVMET_SUBSYSTEMS=()
+  local host
+  for host in "${NVMET_HOSTS[@]}"; do
+    rmdir "$NVMET_CONFIG/hosts/$host" 2>/dev/null || echo "nvmet_teardown: cannot remove host $host" >&2
+  done
+  NVMET_HOSTS=()
   return 0
 }

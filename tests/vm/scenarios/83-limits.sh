@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Per-volume I/O limits (QoS) on null volumes under fio, as a user sets them with blkctl: fio
+# well above a limit measures within 10% of it, for read and write IOPS and read and write
+# bytes/s; two volumes with different limits at once each get theirs; a limit raised and lowered
+# while fio runs takes effect within a second, without an I/O error; a burst goes at full speed,
+# then the limit holds; an agent restart keeps the limits; bad values are refused and change
+# nothing.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+one_kernel_only newest "the limits are the agent's, the same on every kernel"
+
+# fio_rate LOG DEVICE RW BS SECONDS [ARGS]: fio at QD32 (1 s ramp, not measured) well above any
+# limit here; prints "IOPS BYTES_PER_SECOND" of the measured part.
+fio_rate() {
+  local log="$1" dev="$2" rw="$3" bs="$4" secs="$5"
+  shift 5
+  run_fio "$log" --name=rate --filename="$dev" --direct=1 --ioengine="$fio_engine" --rw="$rw" \
+    --bs="$bs" --iodepth=32 --time_based --ramp_time=1 --runtime="$secs" --output-format=json "$@" ||
+    fail "fio $rw on $dev"
+  jq -r --arg d "${rw#rand}" '.jobs[0][$d] | "\(.iops | floor) \(.bw_bytes)"' "$LOG_DIR/$log"
+}
+
+# within_10 DESC MEASURED LIMIT: fails unless MEASURED is within 10% of LIMIT.
+within_10() {
+  local desc="$1" measured="${2%.*}" limit="$3"
+  ((measured * 10 >= limit * 9 && measured * 10 <= limit * 11)) ||
+    fail "$desc: measured $measured, not within 10% of the limit $limit"
+  echo "ok: $desc: $measured against a limit of $limit"
+}
+
+reads_done() {
+  local stat
+  read -ra stat <"/sys/block/${1#/dev/}/stat"
+  echo "${stat[0]}"
+}
+
+reads_moved() { (($(reads_done "$1") > $2)); }
+
+# reads_per_second DEVICE: the device's reads per second over the next 2 s, by the clock.
+reads_per_second() {
+  local before after start end
+  start="$(date +%s%N)"
+  before="$(reads_done "$1")"
+  sleep 2
+  after="$(reads_done "$1")"
+  end="$(date +%s%N)"
+  echo $(((after - before) * 1000000000 / (end - start)))
+}
+
+main() {
+  pick_fio_engine
+  start_agent --metrics-address 127.0.0.1:9477
+
+  step "bad values are refused"
+  expect_fail_with "read-iops" "a negative IOPS limit" \
+    ctl create-volume bad --size 64M --backend null:// --read-iops -5
+  expect_fail_with "volume\.limits\.read_iops\.rate" "an absurd IOPS limit" \
+    ctl create-volume bad --size 64M --backend null:// --read-iops 20000000
+  expect_fail_with "volume\.limits\.read_bytes_per_second\.burst" "a bytes burst below one request" \
+    ctl create-volume bad --size 64M --backend null:// --read-bps 10M:4K
+  expect_eq "volumes after the refusals" 0 "$(ctl list-volumes -o json | jq '.volumes // [] | length')"
+
+  step "one limit of each kind, measured with fio well above it"
+  ctl create-volume a --size 256M --backend null:// --queues 2 --read-iops 1500 --write-bps 16M
+  ctl get-volume a | grep -E "^limits:" || fail "get-volume a shows no limits"
+  local dev_a measured
+  dev_a="$(volume_device a)"
+  read -r measured _ < <(fio_rate fio-read-iops.json "$dev_a" randread 4k 3 --numjobs=1)
+  within_10 "read IOPS of a" "$measured" 1500
+  read -r _ measured < <(fio_rate fio-write-bps.json "$dev_a" randwrite 64k 3 --numjobs=1)
+  within_10 "write bytes/s of a" "$measured" $((16 << 20))
+  ctl update-volume a --no-limits --write-iops 1000 --read-bps 24M
+  read -r measured _ < <(fio_rate fio-write-iops.json "$dev_a" randwrite 4k 3 --numjobs=1)
+  within_10 "write IOPS of a" "$measured" 1000
+  read -r _ measured < <(fio_rate fio-read-bps.json "$dev_a" randread 64k 3 --numjobs=1)
+  within_10 "read bytes/s of a" "$measured" $((24 << 20))
+
+  step "two volumes with different limits at once"
+  ctl update-volume a --no-limits --iops 600
+  ctl create-volume b --size 256M --backend null:// --iops 1500
+  local dev_b
+  dev_b="$(volume_device b)"
+  fio_rate fio-a-together.json "$dev_a" randread 4k 4 >"$WORK/a.rate" &
+  local fio_a=$!
+  read -r measured _ < <(fio_rate fio-b-together.json "$dev_b" randread 4k 4)
+  wait "$fio_a" || fail "fio on a beside b"
+  within_10 "IOPS of b beside a" "$measured" 1500
+  read -r measured _ <"$WORK/a.rate"
+  within_10 "IOPS of a beside b" "$measured" 600
+  ctl get-volume a | grep -E "^throttled:" || fail "get-volume a shows no throttled time"
+
+  step "a limit raised and lowered under fio takes effect within a second, no I/O error"
+  ctl update-volume b --iops 500
+  run_fio fio-changing.log --name=changing --filename="$dev_b" --direct=1 --ioengine="$fio_engine" \
+    --rw=randread --bs=4k --iodepth=32 --time_based --runtime=10 &
+  local fio_pid=$!
+  local before
+  before="$(reads_done "$dev_b")"
+  wait_for "fio to read from b" 15 reads_moved "$dev_b" "$before"
+  ctl update-volume b --iops 2000
+  sleep 1 # the new limit's second
+  measured="$(reads_per_second "$dev_b")"
+  within_10 "reads/s of b a second after raising its limit to 2000" "$measured" 2000
+  ctl update-volume b --iops 300
+  sleep 1
+  measured="$(reads_per_second "$dev_b")"
+  within_10 "reads/s of b a second after lowering its limit to 300" "$measured" 300
+  wait "$fio_pid" || fail "fio on b while its limit changed (see fio-changing.log)"
+  grep -qE "err= *0" "$LOG_DIR/fio-changing.log" || fail "fio on b saw errors"
+
+  step "a burst goes at full speed, then the limit holds"
+  # A new limit's bucket starts full.
+  ctl update-volume b --no-limits --read-iops 200:2000
+  local start end
+  start="$(date +%s%N)"
+  dd if="$dev_b" of=/dev/null bs=4k count=2000 iflag=direct status=none
+  end="$(date +%s%N)"
+  # At the limit they would take 10 s.
+  (((end - start) < 5000000000)) || fail "2000 reads within the burst took $(((end - start) / 1000000)) ms"
+  echo "ok: the burst of 2000 reads took $(((end - start) / 1000000)) ms"
+  start="$(date +%s%N)"
+  dd if="$dev_b" of=/dev/null bs=4k count=400 iflag=direct status=none
+  end="$(date +%s%N)"
+  (((end - start) >= 1700000000)) ||
+    fail "400 reads after the burst at 200/s took only $(((end - start) / 1000000)) ms"
+  echo "ok: 400 reads after the burst took $(((end - start) / 1000000)) ms (limit 200/s)"
+
+  step "an agent restart keeps the limits"
+  stop_agent
+  start_agent --metrics-address 127.0.0.1:9477
+  expect_eq "b's read IOPS limit after the restart" 200 \
+    "$(ctl get-volume b -o json | jq -r '.volume.limits.readIops.rate')"
+  read -r measured _ < <(fio_rate fio-after-restart.json "$dev_a" randread 4k 3 --numjobs=1)
+  within_10 "IOPS of a after the restart" "$measured" 600
+  curl -fsS http://127.0.0.1:9477/metrics | grep -E '^blk_volume_throttled_requests_total\{volume="a"\} [1-9]' ||
+    fail "no throttled requests counted for a in /metrics"
+
+  step "a bad update is refused and changes nothing"
+  expect_fail_with "volume\.limits\.total_iops\.rate" "an absurd update" \
+    ctl update-volume a --iops 50000000
+  expect_eq "a's total IOPS limit after the refused update" 600 \
+    "$(ctl get-volume a -o json | jq -r '.volume.limits.totalIops.rate')"
+
+  ctl delete-volume a
+  ctl delete-volume b
+  stop_agent
+}
+
+main "$@"

@@ -1,12 +1,17 @@
 #include "csi/volume_context.h"
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "client/backend_uri.h"
+#include "client/rate_limit_parse.h"
 #include "client/size_parse.h"
 
 namespace blk::csi {
@@ -36,6 +41,26 @@ absl::StatusOr<uint64_t> ParseContextSize(absl::string_view value) {
   absl::StatusOr<uint64_t> size = blk::client::ParseSize(text);
   if (!size.ok()) return BadValue(kSizeKey, value, size.status().message());
   return size;
+}
+
+// The limit a key sets, nullptr for keys that are not limits.
+blk::v1::RateLimit* LimitOf(absl::string_view key, blk::v1::VolumeLimits& limits) {
+  if (key == kReadIopsKey) return limits.mutable_read_iops();
+  if (key == kWriteIopsKey) return limits.mutable_write_iops();
+  if (key == kIopsKey) return limits.mutable_total_iops();
+  if (key == kReadBpsKey) return limits.mutable_read_bytes_per_second();
+  if (key == kWriteBpsKey) return limits.mutable_write_bytes_per_second();
+  if (key == kBpsKey) return limits.mutable_total_bytes_per_second();
+  return nullptr;
+}
+
+// "SIZE[:BURST]" with Kubernetes' binary units ("Gi") as the bytes parser takes them ("GiB").
+std::string WithBinaryUnits(absl::string_view value) {
+  std::vector<std::string> parts = absl::StrSplit(value, absl::MaxSplits(':', 1));
+  for (std::string& part : parts) {
+    if (absl::EndsWith(part, "i")) part += "B";
+  }
+  return absl::StrJoin(parts, ":");
 }
 
 }  // namespace
@@ -68,10 +93,19 @@ absl::StatusOr<blk::v1::Volume> VolumeFromContext(
       volume->set_rq_affinity(*rq_affinity);
     } else if (key == kPlacementKey) {
       volume->set_placement(value);
+    } else if (blk::v1::RateLimit* limit = LimitOf(key, *volume->mutable_limits())) {
+      const bool iops = key == kReadIopsKey || key == kWriteIopsKey || key == kIopsKey;
+      absl::StatusOr<blk::v1::RateLimit> parsed =
+          iops ? blk::client::ParseIopsLimit(value)
+               : blk::client::ParseBytesLimit(WithBinaryUnits(value));
+      if (!parsed.ok()) return BadValue(key, value, parsed.status().message());
+      *limit = *parsed;
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("volume context has an unknown key '", key, "' (known: ", kBackendKey, ", ",
-                       kSizeKey, ", ", kQueuesKey, ", ", kRqAffinityKey, ", ", kPlacementKey, ")"));
+                       kSizeKey, ", ", kQueuesKey, ", ", kRqAffinityKey, ", ", kPlacementKey, ", ",
+                       kReadIopsKey, ", ", kWriteIopsKey, ", ", kIopsKey, ", ", kReadBpsKey, ", ",
+                       kWriteBpsKey, ", ", kBpsKey, ")"));
     }
   }
   return volume;

@@ -20,6 +20,9 @@ namespace blk::csi {
 //   queues      ublk hardware queues (1..)
 //   rqAffinity  0, 1 or 2
 //   placement   "hctx", "spread" or a CPU list
+//   readIops, writeIops, iops      I/O limits in operations per second, "N" or "N:BURST"
+//   readBps, writeBps, bps         I/O limits in bytes per second, "SIZE" or "SIZE:BURST"
+//                                  ("50M", "1Gi:2Gi"); as blkctl's --read-iops ... --bps
 // Keys with a '/' (e.g. "csi.storage.k8s.io/pv/name", added by Kubernetes)
 // are not ours and are ignored; any other key is refused, so that a typo in a
 // StorageClass does not silently create a different volume.
@@ -28,6 +31,12 @@ inline constexpr char kSizeKey[] = "size";
 inline constexpr char kQueuesKey[] = "queues";
 inline constexpr char kRqAffinityKey[] = "rqAffinity";
 inline constexpr char kPlacementKey[] = "placement";
+inline constexpr char kReadIopsKey[] = "readIops";
+inline constexpr char kWriteIopsKey[] = "writeIops";
+inline constexpr char kIopsKey[] = "iops";
+inline constexpr char kReadBpsKey[] = "readBps";
+inline constexpr char kWriteBpsKey[] = "writeBps";
+inline constexpr char kBpsKey[] = "bps";
 
 // The agent volume `volume_id` the context describes; INVALID_ARGUMENT naming
 // the key on any bad value. The agent checks the id and the rest.

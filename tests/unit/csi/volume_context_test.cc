@@ -62,6 +62,28 @@ TEST(VolumeContextTest, NvmeTcpWithoutSizeLeavesItToTheNamespace) {
   EXPECT_EQ(volume->size_bytes(), 0u);
 }
 
+TEST(VolumeContextTest, LimitsAsBlkctlTakesThemWithKubernetesUnits) {
+  absl::StatusOr<blk::v1::Volume> volume = VolumeFromContext("pvc-1", {{"backend", "null://"},
+                                                                       {"size", "1Gi"},
+                                                                       {"readIops", "5000:500"},
+                                                                       {"iops", "8000"},
+                                                                       {"writeBps", "50Mi:1Gi"},
+                                                                       {"bps", "100M"}});
+  ASSERT_TRUE(volume.ok()) << volume.status();
+  const blk::v1::VolumeLimits& limits = volume->limits();
+  EXPECT_EQ(limits.read_iops().rate(), 5000u);
+  EXPECT_EQ(limits.read_iops().burst(), 500u);
+  EXPECT_EQ(limits.total_iops().rate(), 8000u);
+  EXPECT_EQ(limits.write_bytes_per_second().rate(), uint64_t{50} << 20);
+  EXPECT_EQ(limits.write_bytes_per_second().burst(), uint64_t{1} << 30);
+  EXPECT_EQ(limits.total_bytes_per_second().rate(), uint64_t{100} << 20);
+  EXPECT_FALSE(limits.has_write_iops());
+  absl::StatusOr<blk::v1::Volume> bad =
+      VolumeFromContext("pvc-1", {{"backend", "null://"}, {"readIops", "-1"}});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr("readIops='-1'"));
+}
+
 TEST(VolumeContextTest, KubernetesKeysAreIgnored) {
   absl::StatusOr<blk::v1::Volume> volume =
       VolumeFromContext("v", {{"backend", "null://"}, {"csi.storage.k8s.io/pv/name", "pv-1"}});

@@ -101,7 +101,7 @@ main() {
   nvmet_subsystem nqn.2024-01.io.blk.test:vm79 "$WORK/nvmet.img" 64M
   nvmet_port 1 4420
   truncate -s 64M "$WORK/file.img"
-  ctl create-volume vnull --size 64M --backend null:// --queues 2
+  ctl create-volume vnull --size 64M --backend null:// --queues 2 --iops 1000000
   ctl create-volume vfile --size 64M --backend "file://$WORK/file.img"
   ctl create-volume vnbd --size 32M --backend "nbd+unix:///?socket=$WORK/nbd.sock" \
     --io-timeout 10

@@ -63,6 +63,7 @@ struct Options {
   std::vector<std::string> file_dirs;  // empty: file:// volumes may name any path
   std::string zero_copy = "auto";
   std::string batch_io = "auto";
+  std::string io_limits = "on";
   std::string admin_group;   // empty: only root may change volumes
   std::string reader_group;  // empty: nobody else may read them
   std::string listen_tcp;    // empty: no TCP listener
@@ -364,6 +365,12 @@ void AddFlags(CLI::App& app, Options& options) {
                  "commands")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "off"}));
+  app.add_option("--io-limits", options.io_limits,
+                 "on: volumes may have I/O limits (QoS); off: queues without the throttling "
+                 "layer, and volumes with limits refused (a comparison for the cost of unlimited "
+                 "volumes)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   AddAccessFlags(app, options);
   app.add_option("--file-dirs", options.file_dirs,
                  "directories file:// volumes must lie in (DIR,...), block devices included "
@@ -519,7 +526,8 @@ int Run(const Options& options, const sigset_t& signals) {
   blk::agent::UblkProvisioner provisioner(/*io_stats=*/options.metrics_address != "off",
                                           /*zero_copy=*/options.zero_copy == "auto",
                                           RqAffinityFlag(options), nbd_connect_timeout,
-                                          /*batch_io=*/options.batch_io == "auto");
+                                          /*batch_io=*/options.batch_io == "auto",
+                                          /*io_limits=*/options.io_limits == "on");
   blk::agent::VolumeTable volumes(
       std::move(*registry), provisioner, blk::agent::RealNbdSizeProbe(nbd_connect_timeout),
       blk::agent::RealNvmeNamespaceProbe(), options.limits, std::move(*file_dirs));

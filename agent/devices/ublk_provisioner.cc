@@ -143,16 +143,22 @@ server::DeviceConfig DeviceConfigFor(const v1::Volume& spec) {
 }
 
 UblkProvisioner::UblkProvisioner(bool io_stats, bool zero_copy, uint64_t rq_affinity_flag,
-                                 std::chrono::milliseconds nbd_connect_timeout, bool batch_io)
+                                 std::chrono::milliseconds nbd_connect_timeout, bool batch_io,
+                                 bool io_limits)
     : io_stats_(io_stats),
       zero_copy_(zero_copy),
       batch_io_(batch_io),
+      io_limits_(io_limits),
       rq_affinity_flag_(rq_affinity_flag),
       nbd_connect_timeout_(nbd_connect_timeout) {}
 
 absl::StatusOr<server::DeviceConfig> UblkProvisioner::ConfigFor(const v1::Volume& spec,
                                                                 FabricNeed need) const {
   server::DeviceConfig config = DeviceConfigFor(spec);
+  if (!io_limits_ && !config.limits.unlimited()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "volume '", spec.id(), "' has I/O limits, which are off on this agent (--io-limits off)"));
+  }
   if (spec.has_nvme() && spec.nvme().has_fabric()) {
     absl::StatusOr<FabricAttachment> attached = fabric_attacher_(spec.nvme().fabric(), need);
     if (!attached.ok()) return attached.status();
@@ -163,6 +169,7 @@ absl::StatusOr<server::DeviceConfig> UblkProvisioner::ConfigFor(const v1::Volume
   config.io_stats = io_stats_;
   config.zero_copy = zero_copy_;
   config.batch_io = batch_io_;
+  config.io_limits = io_limits_;
   config.rq_affinity_flag = rq_affinity_flag_;
   if (auto* nbd = std::get_if<server::NbdBackendConfig>(&config.backend)) {
     nbd->connect_timeout_ms = static_cast<uint32_t>(nbd_connect_timeout_.count());

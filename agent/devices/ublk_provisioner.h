@@ -22,11 +22,12 @@ class UblkProvisioner final : public DeviceProvisioner {
   // nbd_connect_timeout: NbdBackendConfig::connect_timeout_ms of every NBD volume.
   // batch_io=false: every new device uses the classic per-request commands, even where the
   // kernel offers UBLK_F_BATCH_IO.
+  // io_limits=false: devices run without the throttling layer; volumes with limits are refused.
   explicit UblkProvisioner(bool io_stats = true, bool zero_copy = true,
                            uint64_t rq_affinity_flag = 0,
                            std::chrono::milliseconds nbd_connect_timeout =
                                std::chrono::milliseconds(server::kDefaultNbdConnectTimeoutMs),
-                           bool batch_io = true);
+                           bool batch_io = true, bool io_limits = true);
   absl::StatusOr<std::unique_ptr<VolumeDevice>> Provision(const v1::Volume& spec, int device_id,
                                                           bool fresh) override;
   absl::StatusOr<std::unique_ptr<VolumeDevice>> Recover(const v1::Volume& spec,
@@ -43,6 +44,7 @@ class UblkProvisioner final : public DeviceProvisioner {
   bool io_stats_;
   bool zero_copy_;
   bool batch_io_;
+  bool io_limits_;
   uint64_t rq_affinity_flag_;
   std::chrono::milliseconds nbd_connect_timeout_;
   FabricAttacher fabric_attacher_ = RealFabricAttacher();

@@ -129,6 +129,10 @@ Device::Device(const DeviceConfig& config, std::unique_ptr<ControlDevice> contro
 }
 
 absl::Status Device::SetLimits(const IoLimits& limits) {
+  if (!config_.io_limits && !limits.unlimited()) {
+    return absl::FailedPreconditionError(
+        "I/O limits are off for this device (blkagent --io-limits off)");
+  }
   timespec now{};
   clock_gettime(CLOCK_MONOTONIC, &now);
   limiter_->Set(limits, int64_t{now.tv_sec} * 1000000000 + now.tv_nsec);
@@ -271,8 +275,11 @@ absl::Status Device::StartQueues(uint32_t max_io_bytes) {
     absl::StatusOr<std::unique_ptr<Backend>> backend =
         storage_->NewQueueBackend(config_.queue_depth);
     if (!backend.ok()) return backend.status();
-    setup.backend =
-        std::make_unique<ThrottlingBackend>(std::move(*backend), limiter_, config_.queue_depth);
+    setup.backend = std::move(*backend);
+    if (config_.io_limits) {
+      setup.backend = std::make_unique<ThrottlingBackend>(std::move(setup.backend), limiter_,
+                                                          config_.queue_depth);
+    }
     absl::StatusOr<std::unique_ptr<Queue>> queue = Queue::Start(std::move(setup));
     if (!queue.ok()) return queue.status();
     queues_.push_back(std::move(*queue));

@@ -36,6 +36,9 @@ struct DeviceConfig {
   uint64_t rq_affinity_flag = 0;
   // The limits the device starts with (Device::SetLimits changes them while it runs).
   IoLimits limits;
+  // false: the queues run without the throttling layer (ThrottlingBackend), and limits are
+  // refused (a comparison of what unlimited volumes pay for it).
+  bool io_limits = true;
   BackendConfig backend;
 };
 

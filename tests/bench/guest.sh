@@ -11,6 +11,8 @@
 #         from an agent with --metrics-address off (no per-I/O statistics),
 #         the same from an agent with --batch-io off (classic per-request
 #         commands; "ours" uses UBLK_F_BATCH_IO where the kernel offers it),
+#         the same from an agent with --io-limits off (no throttling layer:
+#         what an unlimited volume pays for the limits feature),
 #         the same with its queue threads on the other CPU (--placement 1,0),
 #         the kernel's null_blk, kublk's null target (`kublk add -t null -q 2`)
 #         and the same with -b (BATCH_IO), where this kernel's kublk has it.
@@ -129,6 +131,13 @@ main() {
     start_extra_agent classic --metrics-address 127.0.0.1:9478 --batch-io off
     extra_ctl classic create-volume bench-classic --size 4G --backend null:// --queues 2 >/dev/null
     classic="$(extra_device classic bench-classic)"
+    # Without the throttling layer: what a volume without limits pays for the feature.
+    start_extra_agent nolimits --metrics-address 127.0.0.1:9483 --io-limits off
+    extra_ctl nolimits create-volume bench-nolimits --size 4G --backend null:// --queues 2 >/dev/null
+    local nolimits
+    nolimits="$(extra_device nolimits bench-nolimits)"
+    expect_fail_with "FAILED_PRECONDITION.*--io-limits off" "the nolimits agent refuses limits" \
+      extra_ctl nolimits create-volume bench-limited --size 1G --backend null:// --iops 1000
     local ours_mode
     ours_mode="$(ctl get-volume bench-null -o json | jq -r .volume.status.ioMode)"
     [[ "$(extra_ctl classic get-volume bench-classic -o json | jq -r .volume.status.ioMode)" == classic ]] ||
@@ -154,6 +163,7 @@ main() {
       "moved|$moved_name|$moved||http://127.0.0.1:9477/metrics bench-moved" \
       "off|ublk null volume, --metrics-address off|$off|" \
       "classic|ublk null volume, --batch-io off (classic)|$classic||http://127.0.0.1:9478/metrics bench-classic" \
+      "nolimits|ublk null volume, --io-limits off (no throttling layer)|$nolimits||http://127.0.0.1:9483/metrics bench-nolimits" \
       "kublk|$kublk_name|$kublk|" \
       "kublk_b|$kublk_b_name|$kublk_b|" \
       "null_blk|null_blk /dev/nullb0|/dev/nullb0|"
@@ -164,6 +174,7 @@ main() {
     bench_ratio null "null volume / null_blk" ours null_blk
     bench_ratio null "metrics on / off (null volume)" ours off
     bench_ratio null "io mode $ours_mode / classic (null volume)" ours classic
+    bench_ratio null "throttling layer, no limits / --io-limits off (null volume)" ours nolimits
     # The statistics were really counted: every read of ours is in its counter.
     local counted
     counted="$(curl -fsS http://127.0.0.1:9477/metrics |
@@ -175,6 +186,8 @@ main() {
     stop_extra_agent off
     extra_ctl classic delete-volume bench-classic >/dev/null
     stop_extra_agent classic
+    extra_ctl nolimits delete-volume bench-nolimits >/dev/null
+    stop_extra_agent nolimits
     ctl delete-volume bench-null >/dev/null
     [[ "$moved" == - ]] || ctl delete-volume bench-moved >/dev/null
     stop_agent >/dev/null

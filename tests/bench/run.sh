@@ -66,9 +66,9 @@ main() {
   out="$(cd "$out" && pwd)"
   read -ra kernels <<<"${BLK_BENCH_KERNELS:-newest}"
 
-  # Enough for 3 rounds of 10 s runs of every group (null: 7 devices x 3 tests, nvme: 6 x 3,
+  # Enough for 3 rounds of 10 s runs of every group (null: 8 devices x 3 tests, nvme: 6 x 3,
   # fabric: 3 x 3, nbd: 6 x 3; defaults: 3 x 1 of 4 s), with room for boot and setup.
-  local runs_per_round=$((7 * 3 + 6 * 3 + 3 * 3 + 6 * 3))
+  local runs_per_round=$((8 * 3 + 6 * 3 + 3 * 3 + 6 * 3))
   local timeout_s=$((600 + ${BLK_BENCH_ROUNDS:-3} * runs_per_round * (${BLK_BENCH_RUNTIME:-10} + 5)))
   local status=0 kernel kernel_dir kublk_dir
   for kernel in "${kernels[@]}"; do

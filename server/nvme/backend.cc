@@ -1,12 +1,11 @@
 #include "server/nvme/backend.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <span>
 #include <utility>
 
+#include "common/monotonic_clock.h"
 #include "server/nvme/sqe.h"
 #include "server/ublk/abi.h"
 
@@ -19,12 +18,6 @@ constexpr uint32_t kRetryTimerExtra = 0xffffffff;
 // live at once); the wait doubles while retries keep failing (all paths down) up to the cap.
 constexpr uint32_t kFirstRetryDelayMs = 10;
 constexpr uint32_t kMaxRetryDelayMs = 200;
-
-int64_t MonotonicNs() {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return int64_t{now.tv_sec} * 1000000000 + now.tv_nsec;
-}
 
 }  // namespace
 

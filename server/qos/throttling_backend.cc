@@ -1,23 +1,21 @@
 #include "server/qos/throttling_backend.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <utility>
 
+#include "common/monotonic_clock.h"
 #include "server/ublk/abi.h"
 
 namespace blk::server {
 namespace {
 
-int64_t MonotonicNs() {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return int64_t{now.tv_sec} * 1000000000 + now.tv_nsec;
-}
-
 bool IsWrite(uint8_t op) {
   return op == abi::kIoOpWrite || op == abi::kIoOpWriteZeroes || op == abi::kIoOpDiscard;
+}
+
+// Flushes are never limited.
+bool Limited(const Limiter& limiter, const BlockIo& io) {
+  return io.op != abi::kIoOpFlush && !limiter.unlimited();
 }
 
 }  // namespace
@@ -31,40 +29,38 @@ absl::Status ThrottlingBackend::Attach(Ring& ring, int first_file, Completer com
   return inner_->Attach(ring, first_file, completer);
 }
 
+int64_t ThrottlingBackend::TryAdmit(Waiting& entry, int64_t now_ns) {
+  if (!Limited(*limiter_, entry.io)) return 0;
+  const BlockIo& io = entry.io;
+  const uint32_t data = io.op == abi::kIoOpRead || io.op == abi::kIoOpWrite ? io.length : 0;
+  return limiter_->TryAdmit(IsWrite(io.op), data, now_ns, entry.paid);
+}
+
 void ThrottlingBackend::Submit(uint16_t tag, const BlockIo& io) {
   // Behind waiting requests a new one waits too: they are served in order.
   if (count_ == 0) {
-    if (io.op == abi::kIoOpFlush || limiter_->unlimited()) return inner_->Submit(tag, io);
+    if (!Limited(*limiter_, io)) return inner_->Submit(tag, io);
+    Waiting entry{tag, io, 0, MonotonicNs()};
+    next_wait_ns_ = TryAdmit(entry, entry.since_ns);
+    if (next_wait_ns_ == 0) return inner_->Submit(tag, io);
+    waiting_[head_] = entry;
+  } else {
+    waiting_[(head_ + count_) % waiting_.size()] = Waiting{tag, io, 0, MonotonicNs()};
   }
-  const int64_t now = MonotonicNs();
-  Waiting entry{tag, io, 0, now};
-  if (count_ == 0) {
-    const uint32_t data = io.op == abi::kIoOpRead || io.op == abi::kIoOpWrite ? io.length : 0;
-    const int64_t wait = limiter_->TryAdmit(IsWrite(io.op), data, now, entry.paid);
-    if (wait == 0) return inner_->Submit(tag, io);
-    next_wait_ns_ = wait;
-  }
-  if (count_ == waiting_.size()) return inner_->Submit(tag, io);  // cannot happen: a tag at once
-  waiting_[(head_ + count_) % waiting_.size()] = entry;
-  ++count_;
+  ++count_;  // at most queue_depth: a tag waits at most once
 }
 
 void ThrottlingBackend::AdmitWaiting(int64_t now_ns) {
   while (count_ > 0) {
     Waiting& entry = waiting_[head_];
-    const BlockIo& io = entry.io;
-    if (io.op != abi::kIoOpFlush && !limiter_->unlimited()) {
-      const uint32_t data = io.op == abi::kIoOpRead || io.op == abi::kIoOpWrite ? io.length : 0;
-      const int64_t wait = limiter_->TryAdmit(IsWrite(io.op), data, now_ns, entry.paid);
-      if (wait > 0) {
-        next_wait_ns_ = wait;
-        return;
-      }
+    if (const int64_t wait = TryAdmit(entry, now_ns); wait > 0) {
+      next_wait_ns_ = wait;
+      return;
     }
     limiter_->RecordWait(now_ns - entry.since_ns);
     head_ = (head_ + 1) % waiting_.size();
     --count_;
-    inner_->Submit(entry.tag, io);
+    inner_->Submit(entry.tag, entry.io);
   }
 }
 

@@ -33,6 +33,8 @@ class ThrottlingBackend final : public Backend {
     Limiter::Paid paid = 0;
     int64_t since_ns = 0;
   };
+  // 0 when the limiter admits the request (or nothing limits it), else the ns to wait.
+  int64_t TryAdmit(Waiting& entry, int64_t now_ns);
   // Admits waiting requests in order until one must wait on; remembers how long.
   void AdmitWaiting(int64_t now_ns);
   void ArmTimer();

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/monotonic_clock.h"
 #include "server/qos/throttling_backend.h"
 #include "server/ublk/abi.h"
 #include "server/ublk/cpu_list.h"
@@ -133,9 +134,7 @@ absl::Status Device::SetLimits(const IoLimits& limits) {
     return absl::FailedPreconditionError(
         "I/O limits are off for this device (blkagent --io-limits off)");
   }
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  limiter_->Set(limits, int64_t{now.tv_sec} * 1000000000 + now.tv_nsec);
+  limiter_->Set(limits, MonotonicNs());
   return absl::OkStatus();
 }
 

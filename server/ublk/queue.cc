@@ -14,6 +14,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "common/monotonic_clock.h"
 #include "server/tsan_annotations.h"
 #include "server/ublk/abi.h"
 #include "server/ublk/io_admission.h"
@@ -46,11 +47,7 @@ IoKind KindOfOp(uint8_t op) {
 constexpr uint64_t kInTurn = 0;
 constexpr uint64_t kAnswered = ~uint64_t{0};
 
-uint64_t MonotonicNs() {
-  timespec now;
-  ::clock_gettime(CLOCK_MONOTONIC, &now);  // vDSO: no system call
-  return uint64_t(now.tv_sec) * 1'000'000'000 + uint64_t(now.tv_nsec);
-}
+uint64_t NowNs() { return static_cast<uint64_t>(blk::MonotonicNs()); }
 
 }  // namespace
 
@@ -151,7 +148,7 @@ void Queue::AwaitLastDispatch() {
   // for kQuietMs: the submitters are waiting for the requests this queue holds.
   constexpr int64_t kQuietMs = 500;
   constexpr uint64_t kLongestWaitNs = 10'000'000'000;
-  const uint64_t deadline_ns = MonotonicNs() + kLongestWaitNs;
+  const uint64_t deadline_ns = NowNs() + kLongestWaitNs;
   io_uring* ring = ring_->get();
   while (setup_.depth > aborted_ + held_) {
     __kernel_timespec quiet{.tv_sec = 0, .tv_nsec = kQuietMs * 1'000'000};
@@ -175,7 +172,7 @@ void Queue::AwaitLastDispatch() {
       }
     }
     io_uring_cq_advance(ring, seen);
-    if (MonotonicNs() >= deadline_ns) break;
+    if (NowNs() >= deadline_ns) break;
   }
   if (setup_.depth > aborted_ + held_ && loop_status_.ok()) {
     loop_status_ = absl::DeadlineExceededError(
@@ -463,7 +460,7 @@ bool Queue::CommitTurn() {
 }
 
 uint64_t Queue::TurnNs() {
-  if (turn_ns_ == 0) turn_ns_ = MonotonicNs();
+  if (turn_ns_ == 0) turn_ns_ = NowNs();
   return turn_ns_;
 }
 

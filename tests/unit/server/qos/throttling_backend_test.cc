@@ -3,11 +3,10 @@
 // meanwhile lets them go at its next firing.
 #include "server/qos/throttling_backend.h"
 
-#include <time.h>
-
 #include <memory>
 #include <vector>
 
+#include "common/monotonic_clock.h"
 #include "gtest/gtest.h"
 #include "server/ublk/abi.h"
 #include "tests/unit/server/recording_completer.h"
@@ -39,11 +38,6 @@ class ThrottlingBackendTest : public ::testing::Test {
     inner_ = inner.get();
     backend_ = std::make_unique<ThrottlingBackend>(std::move(inner), limiter_, 8);
     ASSERT_TRUE(backend_->Attach(*ring_, 0, done_.completer()).ok());
-  }
-  static int64_t Now() {
-    timespec now{};
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return int64_t{now.tv_sec} * 1000000000 + now.tv_nsec;
   }
   static BlockIo Read() {
     BlockIo io;
@@ -85,7 +79,7 @@ TEST_F(ThrottlingBackendTest, WithoutLimitsRequestsGoStraightThroughAndNoTimerIs
 TEST_F(ThrottlingBackendTest, RequestsOverTheLimitWaitInOrderForTheTimer) {
   IoLimits limits;
   limits.read_iops = {1, 1};  // one read a second: the first goes, the rest wait
-  limiter_->Set(limits, Now());
+  limiter_->Set(limits, MonotonicNs());
   backend_->Submit(5, Read());
   backend_->Submit(2, Read());
   BlockIo flush;
@@ -106,7 +100,7 @@ TEST_F(ThrottlingBackendTest, RequestsOverTheLimitWaitInOrderForTheTimer) {
   EXPECT_TRUE(Queued().empty());
 
   limits.read_iops = {1000000, 0};
-  limiter_->Set(limits, Now());
+  limiter_->Set(limits, MonotonicNs());
   io_uring_cqe fired{};
   fired.user_data = sqes[0]->user_data;
   fired.res = -ETIME;

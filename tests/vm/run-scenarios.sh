@@ -15,8 +15,8 @@
 #
 # Environment:
 #   BLK_VM_KERNELS   flavours to boot (default "newest lts")
-#   BLK_VM_PARALLEL  0: boot them one after the other (default 1: all at once; a
-#                    guest keeps about one host core busy, its scenarios wait a lot)
+#   BLK_VM_PARALLEL  0: boot them one after the other (default 1: all at once, each
+#                    VM's vCPUs then on one host thread, run-vm.sh --tcg single)
 #   BLK_VM_RESULTS   where the VM outputs go (default BUILD_DIR/vm-results)
 #   BLK_VM_TIMEOUT   seconds per VM (default 2400)
 #   BLK_SCENARIO_TIMEOUT, BLK_SCENARIO_DIR: passed on to all.sh
@@ -48,6 +48,8 @@ main() {
   results_root="${BLK_VM_RESULTS:-$build_dir/vm-results}"
   read -ra kernels <<<"${BLK_VM_KERNELS:-newest lts}"
   scenario_dir="${BLK_SCENARIO_DIR:-$here/scenarios}"
+  tcg=multi
+  [[ ${BLK_VM_PARALLEL:-1} != 0 ]] && ((${#kernels[@]} > 1)) && tcg=single
 
   expected=()
   for path in "$scenario_dir"/[0-9][0-9]-*.sh; do
@@ -65,7 +67,7 @@ main() {
   run_suite() {
     local kernel="$1" out="$2" status=0
     truncate -s 256M "$out/nvme-512.img" "$out/nvme-4k.img"
-    "$here/run-vm.sh" --kernel "$kernel" --out "$out" --timeout "${BLK_VM_TIMEOUT:-2400}" \
+    "$here/run-vm.sh" --kernel "$kernel" --out "$out" --tcg "$tcg" --timeout "${BLK_VM_TIMEOUT:-2400}" \
       --nvme "$out/nvme-512.img:512" --nvme "$out/nvme-4k.img:4096" \
       --keep "$build_dir" --keep "$scenario_dir" \
       -- "$here/scenarios/all.sh" "$build_dir" || status=$?

@@ -5,6 +5,7 @@
 # stays degraded, is not re-created empty, and comes back when the file does. (The
 # default, leaving devices for the next agent, is 71-sigterm-upgrade-under-fio.)
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+one_kernel_only lts "restoring persisted volumes is the agent's; 70 and 71 recover devices on both kernels"
 
 start_agent --on-exit delete
 ctl create-volume persist --size 64M --queues 2 --backend "file://$WORK/persist.img"

@@ -8,6 +8,7 @@
 # nbd-server -d (one client) that costs the one connection it serves. The
 # timed-out requests are counted in GetVolume and /metrics.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+one_kernel_only newest "NBD is the agent's; 10 and 70 cover both kernels' data paths with asynchronous backends, 61 restarts nbdkit under fio on 6.12"
 
 TCP_PID=""
 UNIX_PID=""

@@ -6,6 +6,7 @@
 # fails with EIO instead of claiming they are durable; the next succeeds. The
 # loss is counted in GetVolume and /metrics.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+one_kernel_only lts "flush and write-loss accounting are the agent's"
 
 SERVER_PID=""
 kill_server() { [[ -z "$SERVER_PID" ]] || kill -KILL "$SERVER_PID" 2>/dev/null || true; }

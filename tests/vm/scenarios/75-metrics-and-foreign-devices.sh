@@ -2,6 +2,7 @@
 # /metrics on a real kernel: volumes by state, their info and size, and ublk
 # devices this agent does not own, which it reports and never touches.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+one_kernel_only lts "the metrics and the device scan are the agent's"
 
 scrape() { curl -fsS "http://127.0.0.1:9477/metrics"; }
 metric() { scrape | awk -v m="$1" '$1 == m { print $2 }'; }

@@ -14,6 +14,7 @@
 # DH-CHAP serves a volume given the key in a file.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/nvmet_lib.sh"
+one_kernel_only lts "fabric connects and path failover are the agent's over the kernel's nvme host; 80 covers passthrough on both kernels"
 
 NQN=nqn.2024-01.io.blk.test:vm82
 IO_TIMEOUT=8

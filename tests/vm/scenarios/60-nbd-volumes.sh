@@ -8,7 +8,7 @@
 # nbd-server -d (one client) that costs the one connection it serves. The
 # timed-out requests are counted in GetVolume and /metrics.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-one_kernel_only newest "NBD is the agent's; 10 and 70 cover both kernels' data paths with asynchronous backends, 61 restarts nbdkit under fio on 6.12"
+one_kernel_only lts "NBD is the agent's; 10 and 70 cover both kernels' data paths with asynchronous backends, 62 serves NBD under fio on 7.x"
 
 TCP_PID=""
 UNIX_PID=""

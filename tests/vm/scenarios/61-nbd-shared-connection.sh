@@ -8,7 +8,7 @@
 # JSON) and in /metrics as blk_volume_backend_errors_total{kind="server"}, and
 # only for that volume.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-one_kernel_only lts "the shared connection is the agent's (MSG_RING between its queues); 60 serves NBD on 7.x"
+one_kernel_only lts "the shared connection is the agent's (MSG_RING between its queues)"
 
 scrape() { curl -fsS "http://127.0.0.1:9477/metrics"; }
 metric() { scrape | awk -v m="$1" '$1 == m { print $2 }'; }

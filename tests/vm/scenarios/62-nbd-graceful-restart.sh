@@ -6,7 +6,7 @@
 # lose no data and give fio no error; the volume counts the reconnects and no
 # server error or timeout.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-one_kernel_only newest "graceful stops are ridden out by the agent's reconnect; 61 restarts servers under fio on 6.12"
+one_kernel_only newest "graceful stops are ridden out by the agent's reconnect; 60 and 61 kill and restart servers under fio on 6.12"
 
 SERVER_PID=""
 kill_server() { [[ -z "$SERVER_PID" ]] || kill -KILL "$SERVER_PID" 2>/dev/null || true; }

@@ -87,23 +87,35 @@ StatsInterval ComputeInterval(const blk::v1::VolumeStats& previous,
   interval.errors_per_second = static_cast<double>(errors) / interval.seconds;
   if (ios > 0) interval.avg_latency_seconds = std::max(0.0, latency_sum) / static_cast<double>(ios);
   interval.p99_latency_seconds = Quantile(0.99, buckets, after.latency_bounds_seconds());
+  if (after.throttled_requests() >= before.throttled_requests() &&
+      after.throttled_nanoseconds() >= before.throttled_nanoseconds()) {
+    const uint64_t held = after.throttled_requests() - before.throttled_requests();
+    interval.throttled_per_second = static_cast<double>(held) / interval.seconds;
+    if (held > 0) {
+      interval.avg_throttle_wait_seconds =
+          static_cast<double>(after.throttled_nanoseconds() - before.throttled_nanoseconds()) /
+          1e9 / static_cast<double>(held);
+    }
+  }
   return interval;
 }
 
 std::string RenderStatsHeader() {
-  return absl::StrFormat("%-8s %10s %10s %9s %9s %8s %9s %9s %8s\n", "TIME", "r/s", "w/s", "rMB/s",
-                         "wMB/s", "err/s", "avg_lat", "p99_lat", "inflight");
+  return absl::StrFormat("%-8s %10s %10s %9s %9s %8s %9s %9s %8s %9s %9s\n", "TIME", "r/s", "w/s",
+                         "rMB/s", "wMB/s", "err/s", "avg_lat", "p99_lat", "inflight", "thr/s",
+                         "thr_wait");
 }
 
 std::string RenderStatsLine(const StatsInterval& interval, absl::Time at) {
   constexpr double kMB = 1024 * 1024;
-  return absl::StrFormat("%-8s %10.1f %10.1f %9.2f %9.2f %8.1f %9s %9s %8d\n",
-                         absl::FormatTime("%H:%M:%S", at, absl::LocalTimeZone()),
-                         interval.read_iops, interval.write_iops,
-                         interval.read_bytes_per_second / kMB,
-                         interval.write_bytes_per_second / kMB, interval.errors_per_second,
-                         Latency(interval.avg_latency_seconds),
-                         Latency(interval.p99_latency_seconds), interval.inflight_ios);
+  return absl::StrFormat(
+      "%-8s %10.1f %10.1f %9.2f %9.2f %8.1f %9s %9s %8d %9.1f %9s\n",
+      absl::FormatTime("%H:%M:%S", at, absl::LocalTimeZone()), interval.read_iops,
+      interval.write_iops, interval.read_bytes_per_second / kMB,
+      interval.write_bytes_per_second / kMB, interval.errors_per_second,
+      Latency(interval.avg_latency_seconds), Latency(interval.p99_latency_seconds),
+      interval.inflight_ios, interval.throttled_per_second,
+      Latency(interval.avg_throttle_wait_seconds));
 }
 
 std::string RenderStatsJsonLine(const std::string& volume_id, const StatsInterval& interval,
@@ -112,11 +124,12 @@ std::string RenderStatsJsonLine(const std::string& volume_id, const StatsInterva
       "{\"volumeId\":\"%s\",\"time\":\"%s\",\"seconds\":%.6g,\"readIops\":%.6g,"
       "\"writeIops\":%.6g,\"readBytesPerSecond\":%.6g,\"writeBytesPerSecond\":%.6g,"
       "\"errorsPerSecond\":%.6g,\"avgLatencySeconds\":%.6g,\"p99LatencySeconds\":%.6g,"
-      "\"inflightIos\":%d}\n",
+      "\"inflightIos\":%d,\"throttledPerSecond\":%.6g,\"avgThrottleWaitSeconds\":%.6g}\n",
       volume_id, absl::FormatTime(absl::RFC3339_full, at, absl::UTCTimeZone()), interval.seconds,
       interval.read_iops, interval.write_iops, interval.read_bytes_per_second,
       interval.write_bytes_per_second, interval.errors_per_second, interval.avg_latency_seconds,
-      interval.p99_latency_seconds, interval.inflight_ios);
+      interval.p99_latency_seconds, interval.inflight_ios, interval.throttled_per_second,
+      interval.avg_throttle_wait_seconds);
 }
 
 }  // namespace blk::cli

@@ -21,6 +21,9 @@ struct StatsInterval {
   double avg_latency_seconds = 0;
   double p99_latency_seconds = 0;
   uint64_t inflight_ios = 0;  // at the end of the interval
+  // Requests the volume's limits held back, per second, and how long each waited on average.
+  double throttled_per_second = 0;
+  double avg_throttle_wait_seconds = 0;
 };
 
 StatsInterval ComputeInterval(const blk::v1::VolumeStats& previous,

@@ -72,6 +72,9 @@ v1::VolumeStats SnapshotVolumeStats(const std::string& volume_id, const server::
     out->set_remote_completions(Load(counters.remote_completions));
   }
   stats.set_inflight_ios(inflight);
+  const server::ThrottleCounts throttled = device.throttle_counts();
+  stats.set_throttled_requests(throttled.requests);
+  stats.set_throttled_nanoseconds(throttled.wait_ns);
   return stats;
 }
 

@@ -450,14 +450,20 @@ TEST_F(Blkctl, StatsPrintsAHeaderAndOneLinePerInterval) {
   EXPECT_THAT(lines[0], StartsWith("TIME"));
   EXPECT_THAT(lines[0], HasSubstr("r/s"));
   EXPECT_THAT(lines[0], HasSubstr("p99_lat"));
-  // 100 reads per interval of about 10 ms; the in-flight count is the agent's.
+  EXPECT_THAT(lines[0], HasSubstr("thr/s"));
+  // 100 reads per interval of about 10 ms; the in-flight count is the agent's, and so are the
+  // 10 requests held back per interval, 5 ms each.
   std::vector<std::string> fields = absl::StrSplit(lines[1], ' ', absl::SkipEmpty());
-  ASSERT_EQ(fields.size(), 9u) << lines[1];
+  ASSERT_EQ(fields.size(), 11u) << lines[1];
   double reads_per_second = 0;
   ASSERT_TRUE(absl::SimpleAtod(fields[1], &reads_per_second)) << lines[1];
   EXPECT_GT(reads_per_second, 0);
   EXPECT_EQ(fields[2], "0.0");  // the failed write happened before the first snapshot
   EXPECT_EQ(fields[8], "7");
+  double held_per_second = 0;
+  ASSERT_TRUE(absl::SimpleAtod(fields[9], &held_per_second)) << lines[1];
+  EXPECT_GT(held_per_second, 0);
+  EXPECT_EQ(fields[10], "5.0ms");
 }
 
 TEST_F(Blkctl, StatsAsJsonIsOneObjectPerInterval) {
@@ -466,7 +472,8 @@ TEST_F(Blkctl, StatsAsJsonIsOneObjectPerInterval) {
       RunAgainstAgent({"stats", "v1", "--interval", "10ms", "--count", "1", "-o", "json"});
   ASSERT_EQ(outcome.exit_code, kExitOk) << outcome.err;
   EXPECT_THAT(outcome.out, StartsWith("{\"volumeId\":\"v1\","));
-  EXPECT_THAT(outcome.out, HasSubstr("\"inflightIos\":7}\n"));
+  EXPECT_THAT(outcome.out, HasSubstr("\"inflightIos\":7,"));
+  EXPECT_THAT(outcome.out, HasSubstr("\"avgThrottleWaitSeconds\":0.005}\n"));
   EXPECT_THAT(outcome.out, HasSubstr("\"readIops\":"));
   EXPECT_EQ(std::count(outcome.out.begin(), outcome.out.end(), '\n'), 1);
 }

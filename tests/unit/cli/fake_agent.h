@@ -174,6 +174,9 @@ class FakeVolumeService final : public blk::v1::VolumeService::Service {
     write->add_latency_buckets(1);
     write->add_latency_buckets(0);
     stats.set_inflight_ios(7);
+    // 10 requests held back per call, 5 ms each.
+    stats.set_throttled_requests(10 * stats_calls_);
+    stats.set_throttled_nanoseconds(10 * stats_calls_ * 5'000'000);
     return grpc::Status::OK;
   }
 

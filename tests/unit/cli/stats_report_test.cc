@@ -80,6 +80,27 @@ TEST(ComputeInterval, CountersThatWentBackwardsStartedAgainAtZero) {
   EXPECT_DOUBLE_EQ(interval.read_iops, 300);
 }
 
+TEST(ComputeInterval, ThrottledRequestsPerSecondAndTheirAverageWait) {
+  auto before = Snapshot(0, 0, {0, 0, 0, 0}, 0);
+  before.set_throttled_requests(100);
+  before.set_throttled_nanoseconds(1'000'000'000);
+  auto after = Snapshot(400, 0, {400, 0, 0, 0}, 0.001);
+  after.set_throttled_requests(300);
+  after.set_throttled_nanoseconds(5'000'000'000);
+  StatsInterval interval = ComputeInterval(before, after, absl::Seconds(2));
+  EXPECT_DOUBLE_EQ(interval.throttled_per_second, 100);
+  EXPECT_DOUBLE_EQ(interval.avg_throttle_wait_seconds, 0.02);
+}
+
+TEST(ComputeInterval, NothingThrottledMeansNoWait) {
+  auto same = Snapshot(5, 0, {5, 0, 0, 0}, 0.00001);
+  same.set_throttled_requests(7);
+  same.set_throttled_nanoseconds(7000);
+  StatsInterval interval = ComputeInterval(same, same, absl::Seconds(1));
+  EXPECT_EQ(interval.throttled_per_second, 0);
+  EXPECT_EQ(interval.avg_throttle_wait_seconds, 0);
+}
+
 TEST(RenderStatsLine, ShowsRatesMegabytesAndLatencyWithUnits) {
   StatsInterval interval;
   interval.read_iops = 1234.5;
@@ -87,12 +108,25 @@ TEST(RenderStatsLine, ShowsRatesMegabytesAndLatencyWithUnits) {
   interval.avg_latency_seconds = 0.000120;
   interval.p99_latency_seconds = 0.0025;
   interval.inflight_ios = 32;
+  interval.throttled_per_second = 480;
+  interval.avg_throttle_wait_seconds = 0.0375;
   const std::string line = RenderStatsLine(interval, absl::Now());
   EXPECT_THAT(line, HasSubstr("1234.5"));
   EXPECT_THAT(line, HasSubstr("2.00"));
   EXPECT_THAT(line, HasSubstr("120us"));
   EXPECT_THAT(line, HasSubstr("2.5ms"));
-  EXPECT_THAT(line, HasSubstr(" 32\n"));
+  EXPECT_THAT(line, HasSubstr(" 32 "));
+  EXPECT_THAT(line, HasSubstr(" 480.0 "));
+  EXPECT_THAT(line, HasSubstr("37.5ms\n"));
+}
+
+TEST(RenderStatsJsonLine, CarriesTheThrottleFields) {
+  StatsInterval interval;
+  interval.throttled_per_second = 480;
+  interval.avg_throttle_wait_seconds = 0.0375;
+  const std::string line = RenderStatsJsonLine("v", interval, absl::Now());
+  EXPECT_THAT(line, HasSubstr("\"throttledPerSecond\":480,"));
+  EXPECT_THAT(line, HasSubstr("\"avgThrottleWaitSeconds\":0.0375}"));
 }
 
 }  // namespace

@@ -2,9 +2,10 @@
 # Per-volume I/O limits (QoS) on null volumes under fio, as a user sets them with blkctl: fio
 # well above a limit measures within 10% of it, for read and write IOPS and read and write
 # bytes/s; two volumes with different limits at once each get theirs; a limit raised and lowered
-# while fio runs takes effect within a second, without an I/O error; a burst goes at full speed,
-# then the limit holds; an agent restart keeps the limits; bad values are refused and change
-# nothing; an agent with --io-limits off refuses them.
+# while fio runs takes effect within a second, without an I/O error, and blkctl stats shows the
+# requests it holds back; a burst goes at full speed, then the limit holds; an agent restart
+# keeps the limits; bad values are refused and change nothing; an agent with --io-limits off
+# refuses them.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 one_kernel_only newest "the limits are the agent's, the same on every kernel"
 
@@ -106,6 +107,10 @@ main() {
   sleep 1
   measured="$(reads_per_second "$dev_b")"
   within_10 "reads/s of b a second after lowering its limit to 300" "$measured" 300
+  # fio at QD32 keeps about 32 requests waiting: nearly every read is held back, ~0.1 s each.
+  ctl stats b --interval 1s --count 1 -o json | tee "$LOG_DIR/stats-b.json"
+  jq -e '.throttledPerSecond >= 150 and .avgThrottleWaitSeconds > 0.01' "$LOG_DIR/stats-b.json" \
+    >/dev/null || fail "blkctl stats does not show b's reads held back by its limit of 300/s"
   wait "$fio_pid" || fail "fio on b while its limit changed (see fio-changing.log)"
   grep -qE "err= *0" "$LOG_DIR/fio-changing.log" || fail "fio on b saw errors"
 

@@ -126,6 +126,21 @@ grpc::Status ControllerService::CheckTopology(const ::csi::v1::CreateVolumeReque
                                    topology_key_, "), which no requisite topology names"));
 }
 
+grpc::Status ControllerService::FindRecord(const std::string& volume_id,
+                                           absl::string_view without_record,
+                                           ProvisionedVolume* recorded) const {
+  absl::StatusOr<std::optional<ProvisionedVolume>> found = volumes_.Find(volume_id);
+  if (!found.ok()) return ToGrpc(found.status());
+  if (!found->has_value()) {
+    return grpc::Status(
+        grpc::StatusCode::NOT_FOUND,
+        absl::StrCat("volume ", volume_id, " was not provisioned by the controller of node ",
+                     node_id_, without_record));
+  }
+  *recorded = **std::move(found);
+  return grpc::Status::OK;
+}
+
 grpc::Status ControllerService::CreateVolume(grpc::ServerContext*,
                                              const ::csi::v1::CreateVolumeRequest* request,
                                              ::csi::v1::CreateVolumeResponse* response) {
@@ -144,6 +159,11 @@ grpc::Status ControllerService::CreateVolume(grpc::ServerContext*,
 
   const std::string volume_id = VolumeIdForName(request->name());
   const std::map<std::string, std::string> parameters = OwnParameters(request->parameters());
+  const std::map<std::string, std::string> mutable_parameters =
+      OwnParameters(request->mutable_parameters());
+  if (absl::Status valid = CheckMutableParameters(mutable_parameters); !valid.ok()) {
+    return ToGrpc(valid);
+  }
   absl::MutexLock lock(&mu_);
   absl::StatusOr<std::optional<ProvisionedVolume>> recorded = volumes_.Find(volume_id);
   if (!recorded.ok()) return ToGrpc(recorded.status());
@@ -160,7 +180,9 @@ grpc::Status ControllerService::CreateVolume(grpc::ServerContext*,
     return grpc::Status::OK;
   }
 
+  // The class's limits, then the VolumeAttributesClass's over them.
   std::map<std::string, std::string> context = parameters;
+  for (const auto& [key, value] : mutable_parameters) context[key] = value;
   if (const auto backend = context.find(kBackendKey); backend != context.end()) {
     absl::StatusOr<std::string> own = BackendForVolume(backend->second, volume_id);
     if (!own.ok()) {
@@ -196,6 +218,7 @@ grpc::Status ControllerService::CreateVolume(grpc::ServerContext*,
   volume.set_capacity_bytes(size);
   volume.mutable_parameters()->insert(parameters.begin(), parameters.end());
   volume.mutable_volume_context()->insert(context.begin(), context.end());
+  volume.mutable_modified_limits()->insert(mutable_parameters.begin(), mutable_parameters.end());
   if (from_class->has_file()) volume.set_created_file(from_class->file().path());
   // The record first: a crash between the two leaves a record whose file the next call (or
   // DeleteVolume) finishes, never a file no record owns.
@@ -287,15 +310,11 @@ grpc::Status ControllerService::ValidateVolumeCapabilities(
                                              request->volume_context().end());
   if (context.empty()) {
     absl::MutexLock lock(&mu_);
-    absl::StatusOr<std::optional<ProvisionedVolume>> recorded = volumes_.Find(request->volume_id());
-    if (!recorded.ok()) return ToGrpc(recorded.status());
-    if (!recorded->has_value()) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                          absl::StrCat("volume ", request->volume_id(),
-                                       " was not provisioned by this controller and the request "
-                                       "has no volume_context to describe it"));
-    }
-    context.insert((*recorded)->volume_context().begin(), (*recorded)->volume_context().end());
+    ProvisionedVolume recorded;
+    grpc::Status found = FindRecord(
+        request->volume_id(), " and the request has no volume_context to describe it", &recorded);
+    if (!found.ok()) return found;
+    context.insert(recorded.volume_context().begin(), recorded.volume_context().end());
   }
   absl::StatusOr<blk::v1::Volume> volume = VolumeFromContext(request->volume_id(), context);
   if (!volume.ok()) {
@@ -320,9 +339,51 @@ grpc::Status ControllerService::ValidateVolumeCapabilities(
 grpc::Status ControllerService::ControllerGetCapabilities(
     grpc::ServerContext*, const ::csi::v1::ControllerGetCapabilitiesRequest*,
     ::csi::v1::ControllerGetCapabilitiesResponse* response) {
-  response->add_capabilities()->mutable_rpc()->set_type(
-      ::csi::v1::ControllerServiceCapability::RPC::CREATE_DELETE_VOLUME);
+  for (auto type : {::csi::v1::ControllerServiceCapability::RPC::CREATE_DELETE_VOLUME,
+                    ::csi::v1::ControllerServiceCapability::RPC::MODIFY_VOLUME}) {
+    response->add_capabilities()->mutable_rpc()->set_type(type);
+  }
   return grpc::Status::OK;
+}
+
+grpc::Status ControllerService::ControllerModifyVolume(
+    grpc::ServerContext*, const ::csi::v1::ControllerModifyVolumeRequest* request,
+    ::csi::v1::ControllerModifyVolumeResponse*) {
+  if (request->volume_id().empty()) return InvalidArgument("volume_id is required");
+  const std::map<std::string, std::string> changes = OwnParameters(request->mutable_parameters());
+  if (changes.empty()) {
+    return InvalidArgument("mutable_parameters is required (the limits to change, e.g. iops)");
+  }
+  if (absl::Status valid = CheckMutableParameters(changes); !valid.ok()) return ToGrpc(valid);
+
+  absl::MutexLock lock(&mu_);
+  ProvisionedVolume before;
+  if (grpc::Status found = FindRecord(request->volume_id(), "", &before); !found.ok()) return found;
+  ProvisionedVolume modified = before;
+  for (const auto& [key, value] : changes) (*modified.mutable_modified_limits())[key] = value;
+  absl::StatusOr<blk::v1::Volume> volume =
+      VolumeFromContext(modified.volume_id(), StagingContext(modified));
+  if (!volume.ok()) return ToGrpc(volume.status());
+
+  // The record first, so that a NodeStageVolume from now on takes the new limits; then the
+  // staged agent volume, if any. The agent's refusal (e.g. an absurd rate) restores the record.
+  if (absl::Status saved = volumes_.Save(modified); !saved.ok()) return ToGrpc(saved);
+  blk::v1::UpdateVolumeRequest update;
+  update.mutable_volume()->set_id(modified.volume_id());
+  *update.mutable_volume()->mutable_limits() = volume->limits();
+  update.mutable_update_mask()->add_paths("limits");
+  absl::StatusOr<blk::v1::UpdateVolumeResponse> updated = agent_.UpdateVolume(update);
+  // NOT_FOUND: not staged on this node now; the record has the limits for when it is.
+  if (updated.ok() || updated.status().code() == absl::StatusCode::kNotFound) {
+    return grpc::Status::OK;
+  }
+  if (absl::Status restored = volumes_.Save(before); !restored.ok()) {
+    return ToGrpc(
+        absl::Status(updated.status().code(),
+                     absl::StrCat(updated.status().message(),
+                                  "; the record keeps the new limits: ", restored.message())));
+  }
+  return ToGrpc(updated.status());
 }
 
 }  // namespace blk::csi

@@ -4,6 +4,7 @@
 #include <map>
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "client/volume_client.h"
 #include "csi/provisioned_volumes.h"
@@ -27,7 +28,10 @@ inline constexpr int64_t kDefaultCapacityBytes = int64_t{1} << 30;  // 1 GiB
 // that a repeated name gets the same answer, or ALREADY_EXISTS for another
 // capacity or class, and DeleteVolume removes the file it made. NodeStageVolume
 // creates the agent volume from the volume context and NodeUnstageVolume deletes
-// it. No attach (ControllerPublish).
+// it. No attach (ControllerPublish). ControllerModifyVolume (a VolumeAttributesClass
+// change) changes a volume's limits: on the staged agent volume at once, and in
+// the record, whose limits a later NodeStageVolume on this node takes over the
+// context's.
 class ControllerService final : public ::csi::v1::Controller::Service {
  public:
   ControllerService(std::string node_id, std::string topology_key, blk::client::VolumeClient& agent,
@@ -45,6 +49,9 @@ class ControllerService final : public ::csi::v1::Controller::Service {
   grpc::Status ControllerGetCapabilities(
       grpc::ServerContext* context, const ::csi::v1::ControllerGetCapabilitiesRequest* request,
       ::csi::v1::ControllerGetCapabilitiesResponse* response) override;
+  grpc::Status ControllerModifyVolume(grpc::ServerContext* context,
+                                      const ::csi::v1::ControllerModifyVolumeRequest* request,
+                                      ::csi::v1::ControllerModifyVolumeResponse* response) override;
 
  private:
   // OK when the requisite topologies (if any) include this node.
@@ -55,6 +62,10 @@ class ControllerService final : public ::csi::v1::Controller::Service {
                                const std::map<std::string, std::string>& parameters,
                                const ProvisionedVolume& recorded) const;
   void Answer(const ProvisionedVolume& recorded, ::csi::v1::CreateVolumeResponse* response) const;
+  // The record of `volume_id` in `recorded`; NOT_FOUND ending in `without_record` when this
+  // controller has none.
+  grpc::Status FindRecord(const std::string& volume_id, absl::string_view without_record,
+                          ProvisionedVolume* recorded) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string node_id_;
   const std::string topology_key_;

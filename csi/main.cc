@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "CLI/CLI.hpp"
@@ -81,7 +82,6 @@ int Serve(const Options& options, const sigset_t& signals) {
   const std::string topology_key = absl::StrCat(options.driver_name, "/node");
   blk::csi::IdentityService identity(options.driver_name, options.controller, agent);
   const blk::csi::KubeletPaths paths(options.kubelet_root);
-  blk::csi::NodeService node(options.node_id, topology_key, agent, mounter, paths);
   blk::csi::ProvisionedVolumes provisioned(options.state_dir);
   if (options.controller) {
     if (absl::Status opened = provisioned.Open(); !opened.ok()) {
@@ -89,6 +89,9 @@ int Serve(const Options& options, const sigset_t& signals) {
       return 1;
     }
   }
+  blk::csi::NodeService node(
+      options.node_id, topology_key, agent, mounter, paths,
+      options.controller ? std::optional<blk::csi::ProvisionedVolumes>(provisioned) : std::nullopt);
   blk::csi::ControllerService controller(options.node_id, topology_key, agent,
                                          std::move(provisioned));
 

@@ -85,12 +85,23 @@ absl::Status DeleteAgentVolume(blk::client::VolumeClient& agent, const std::stri
 
 NodeService::NodeService(std::string node_id, std::string topology_key,
                          blk::client::VolumeClient& agent, const Mounter& mounter,
-                         const KubeletPaths& paths)
+                         const KubeletPaths& paths, std::optional<ProvisionedVolumes> provisioned)
     : node_id_(std::move(node_id)),
       topology_key_(std::move(topology_key)),
       agent_(agent),
       mounter_(mounter),
-      paths_(paths) {}
+      paths_(paths),
+      provisioned_(std::move(provisioned)) {}
+
+absl::StatusOr<std::map<std::string, std::string>> NodeService::ModifiedLimits(
+    const std::string& volume_id) const {
+  if (!provisioned_) return std::map<std::string, std::string>();
+  absl::StatusOr<std::optional<ProvisionedVolume>> recorded = provisioned_->Find(volume_id);
+  if (!recorded.ok()) return recorded.status();
+  if (!recorded->has_value()) return std::map<std::string, std::string>();
+  return std::map<std::string, std::string>((*recorded)->modified_limits().begin(),
+                                            (*recorded)->modified_limits().end());
+}
 
 grpc::Status NodeService::Confined(const std::string& path, const char* field) const {
   return ToGrpc(paths_.Check(path, field));
@@ -171,8 +182,12 @@ grpc::Status NodeService::NodeStageVolume(grpc::ServerContext*,
         CheckCapability(request->has_volume_capability(), request->volume_capability())}) {
     if (!check.ok()) return check;
   }
-  const std::map<std::string, std::string> context(request->volume_context().begin(),
-                                                   request->volume_context().end());
+  std::map<std::string, std::string> context(request->volume_context().begin(),
+                                             request->volume_context().end());
+  absl::StatusOr<std::map<std::string, std::string>> modified =
+      ModifiedLimits(request->volume_id());
+  if (!modified.ok()) return ToGrpc(modified.status());
+  for (const auto& [key, value] : *modified) context[key] = value;
   absl::StatusOr<blk::v1::Volume> volume = VolumeFromContext(request->volume_id(), context);
   if (!volume.ok()) return ToGrpc(volume.status());
   // Reader-only access modes: the ublk device itself refuses writes, whatever the pod does.
@@ -200,6 +215,23 @@ grpc::Status NodeService::NodeStageVolume(grpc::ServerContext*,
   create.set_size_is_minimum(true);
   absl::StatusOr<blk::v1::CreateVolumeResponse> created = agent_.CreateVolume(create);
   if (!created.ok()) return ToGrpc(created.status());
+  // A ControllerModifyVolume that found no agent volume before the create saved its limits in
+  // the record, maybe after this call read it: read again, and apply what changed.
+  absl::StatusOr<std::map<std::string, std::string>> modified_since =
+      ModifiedLimits(request->volume_id());
+  if (!modified_since.ok()) return ToGrpc(modified_since.status());
+  if (*modified_since != *modified) {
+    for (const auto& [key, value] : *modified_since) context[key] = value;
+    absl::StatusOr<blk::v1::Volume> now = VolumeFromContext(request->volume_id(), context);
+    if (!now.ok()) return ToGrpc(now.status());
+    blk::v1::UpdateVolumeRequest update;
+    update.mutable_volume()->set_id(request->volume_id());
+    *update.mutable_volume()->mutable_limits() = now->limits();
+    update.mutable_update_mask()->add_paths("limits");
+    if (absl::Status updated = agent_.UpdateVolume(update).status(); !updated.ok()) {
+      return ToGrpc(updated);
+    }
+  }
   absl::StatusOr<std::string> device = LiveDevice(request->volume_id());
   if (!device.ok()) return ToGrpc(device.status());
   if (request->volume_capability().has_block()) return grpc::Status::OK;

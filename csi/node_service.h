@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -9,6 +11,7 @@
 #include "client/volume_client.h"
 #include "csi/kubelet_paths.h"
 #include "csi/mounter.h"
+#include "csi/provisioned_volumes.h"
 #include "csi/v1/csi.grpc.pb.h"
 
 namespace blk::csi {
@@ -29,8 +32,11 @@ absl::Status DeleteAgentVolume(blk::client::VolumeClient& agent, const std::stri
 // and the kubelet may retry a call while the first one still runs.
 class NodeService final : public ::csi::v1::Node::Service {
  public:
+  // `provisioned`: the controller's records when it runs in this process (--controller), whose
+  // limits changed by ControllerModifyVolume a stage takes over the volume context's.
   NodeService(std::string node_id, std::string topology_key, blk::client::VolumeClient& agent,
-              const Mounter& mounter, const KubeletPaths& paths);
+              const Mounter& mounter, const KubeletPaths& paths,
+              std::optional<ProvisionedVolumes> provisioned = std::nullopt);
 
   grpc::Status NodeStageVolume(grpc::ServerContext* context,
                                const ::csi::v1::NodeStageVolumeRequest* request,
@@ -60,6 +66,10 @@ class NodeService final : public ::csi::v1::Node::Service {
                            ::csi::v1::NodeGetInfoResponse* response) override;
 
  private:
+  // The limits ControllerModifyVolume set on the volume (its record's modified_limits);
+  // none without a record.
+  absl::StatusOr<std::map<std::string, std::string>> ModifiedLimits(
+      const std::string& volume_id) const;
   // A staging or target path's check: INVALID_ARGUMENT unless below the kubelet root.
   grpc::Status Confined(const std::string& path, const char* field) const;
   // The agent volume's device, or NOT_FOUND / UNAVAILABLE (no live device).
@@ -87,6 +97,7 @@ class NodeService final : public ::csi::v1::Node::Service {
   blk::client::VolumeClient& agent_;
   const Mounter& mounter_;
   const KubeletPaths& paths_;
+  const std::optional<ProvisionedVolumes> provisioned_;
   // Held through every state-changing call (the mounts and the agent's volumes are the state).
   absl::Mutex operations_mu_;
 };

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
+#include "common/dns_label.h"
 #include "common/read_file.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -26,6 +27,8 @@ std::string ProvisionedVolumes::PathOf(absl::string_view volume_id) const {
 
 absl::StatusOr<std::optional<ProvisionedVolume>> ProvisionedVolumes::Find(
     absl::string_view volume_id) const {
+  // Not a path: "../x" names no record.
+  if (!IsDnsLabel(std::string_view(volume_id.data(), volume_id.size()))) return std::nullopt;
   const std::string path = PathOf(volume_id);
   absl::StatusOr<std::string> text = ReadFileToString(path);
   if (absl::IsNotFound(text.status())) return std::nullopt;
@@ -49,6 +52,13 @@ absl::Status ProvisionedVolumes::Save(const ProvisionedVolume& volume) const {
         absl::StrCat("record of volume ", volume.volume_id(), ": ", printed.ToString()));
   }
   return WriteFileAtomically(PathOf(volume.volume_id()), json);
+}
+
+std::map<std::string, std::string> StagingContext(const ProvisionedVolume& volume) {
+  std::map<std::string, std::string> context(volume.volume_context().begin(),
+                                             volume.volume_context().end());
+  for (const auto& [key, value] : volume.modified_limits()) context[key] = value;
+  return context;
 }
 
 absl::Status ProvisionedVolumes::Remove(absl::string_view volume_id) const {

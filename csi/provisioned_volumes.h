@@ -1,5 +1,6 @@
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -18,7 +19,7 @@ class ProvisionedVolumes {
 
   // Creates the directory (0700) when missing.
   absl::Status Open() const;
-  // The record of `volume_id`; nullopt when there is none.
+  // The record of `volume_id`; nullopt when there is none (an id that is no agent id included).
   absl::StatusOr<std::optional<ProvisionedVolume>> Find(absl::string_view volume_id) const;
   absl::Status Save(const ProvisionedVolume& volume) const;
   // A missing record is OK.
@@ -29,5 +30,9 @@ class ProvisionedVolumes {
 
   const std::string dir_;
 };
+
+// The context a volume is staged with: the one CreateVolume answered, with the limits changed
+// since (modified_limits) laid over it.
+std::map<std::string, std::string> StagingContext(const ProvisionedVolume& volume);
 
 }  // namespace blk::csi

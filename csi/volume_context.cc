@@ -63,7 +63,39 @@ std::string WithBinaryUnits(absl::string_view value) {
   return absl::StrJoin(parts, ":");
 }
 
+// Parses a limit key's value into its place in `limits`.
+absl::Status SetLimit(absl::string_view key, absl::string_view value, blk::v1::RateLimit& limit) {
+  const bool iops = key == kReadIopsKey || key == kWriteIopsKey || key == kIopsKey;
+  absl::StatusOr<blk::v1::RateLimit> parsed =
+      iops ? blk::client::ParseIopsLimit(value)
+           : blk::client::ParseBytesLimit(WithBinaryUnits(value));
+  if (!parsed.ok()) return BadValue(key, value, parsed.status().message());
+  limit = *parsed;
+  return absl::OkStatus();
+}
+
+std::string LimitKeys() {
+  return absl::StrCat(kReadIopsKey, ", ", kWriteIopsKey, ", ", kIopsKey, ", ", kReadBpsKey, ", ",
+                      kWriteBpsKey, ", ", kBpsKey);
+}
+
 }  // namespace
+
+absl::Status CheckMutableParameters(const std::map<std::string, std::string>& parameters) {
+  blk::v1::VolumeLimits limits;
+  for (const auto& [key, value] : parameters) {
+    if (absl::StrContains(key, '/')) continue;
+    blk::v1::RateLimit* limit = LimitOf(key, limits);
+    if (limit == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("mutable parameter '", key,
+                                                     "' is not one blk-csi can change (only the "
+                                                     "limits: ",
+                                                     LimitKeys(), ")"));
+    }
+    if (absl::Status set = SetLimit(key, value, *limit); !set.ok()) return set;
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<blk::v1::Volume> VolumeFromContext(
     absl::string_view volume_id, const std::map<std::string, std::string>& context) {
@@ -94,18 +126,11 @@ absl::StatusOr<blk::v1::Volume> VolumeFromContext(
     } else if (key == kPlacementKey) {
       volume->set_placement(value);
     } else if (blk::v1::RateLimit* limit = LimitOf(key, *volume->mutable_limits())) {
-      const bool iops = key == kReadIopsKey || key == kWriteIopsKey || key == kIopsKey;
-      absl::StatusOr<blk::v1::RateLimit> parsed =
-          iops ? blk::client::ParseIopsLimit(value)
-               : blk::client::ParseBytesLimit(WithBinaryUnits(value));
-      if (!parsed.ok()) return BadValue(key, value, parsed.status().message());
-      *limit = *parsed;
+      if (absl::Status set = SetLimit(key, value, *limit); !set.ok()) return set;
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("volume context has an unknown key '", key, "' (known: ", kBackendKey, ", ",
-                       kSizeKey, ", ", kQueuesKey, ", ", kRqAffinityKey, ", ", kPlacementKey, ", ",
-                       kReadIopsKey, ", ", kWriteIopsKey, ", ", kIopsKey, ", ", kReadBpsKey, ", ",
-                       kWriteBpsKey, ", ", kBpsKey, ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "volume context has an unknown key '", key, "' (known: ", kBackendKey, ", ", kSizeKey,
+          ", ", kQueuesKey, ", ", kRqAffinityKey, ", ", kPlacementKey, ", ", LimitKeys(), ")"));
     }
   }
   return volume;

@@ -43,4 +43,9 @@ inline constexpr char kBpsKey[] = "bps";
 absl::StatusOr<blk::v1::Volume> VolumeFromContext(
     absl::string_view volume_id, const std::map<std::string, std::string>& context);
 
+// A VolumeAttributesClass's parameters (CreateVolume's and ControllerModifyVolume's
+// mutable_parameters) may set the limits and nothing else: INVALID_ARGUMENT naming the
+// first other key or bad value. Keys with a '/' are ignored, as in a context.
+absl::Status CheckMutableParameters(const std::map<std::string, std::string>& parameters);
+
 }  // namespace blk::csi

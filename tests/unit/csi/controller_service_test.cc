@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -406,7 +408,7 @@ TEST_F(ControllerServiceTest, ValidateVolumeCapabilities) {
              grpc::StatusCode::INVALID_ARGUMENT, "volume_capabilities is required");
   *request.add_volume_capabilities() = Capability();
   ExpectCode(controller_.ValidateVolumeCapabilities(nullptr, &request, &response),
-             grpc::StatusCode::NOT_FOUND, "not provisioned by this controller");
+             grpc::StatusCode::NOT_FOUND, "not provisioned by the controller of node node-1");
   (*request.mutable_volume_context())["sise"] = "1";
   ExpectCode(controller_.ValidateVolumeCapabilities(nullptr, &request, &response),
              grpc::StatusCode::NOT_FOUND, "not a blk-csi volume");
@@ -437,13 +439,113 @@ TEST_F(ControllerServiceTest, ValidateVolumeCapabilities) {
   EXPECT_THAT(response.message(), HasSubstr("MULTI_NODE_SINGLE_WRITER"));
 }
 
-TEST_F(ControllerServiceTest, CapabilitiesAreCreateDeleteOnly) {
+TEST_F(ControllerServiceTest, CapabilitiesAreCreateDeleteAndModify) {
   ::csi::v1::ControllerGetCapabilitiesRequest request;
   ::csi::v1::ControllerGetCapabilitiesResponse response;
   ASSERT_TRUE(controller_.ControllerGetCapabilities(nullptr, &request, &response).ok());
-  ASSERT_EQ(response.capabilities_size(), 1);
+  ASSERT_EQ(response.capabilities_size(), 2);
   EXPECT_EQ(response.capabilities(0).rpc().type(),
             ::csi::v1::ControllerServiceCapability::RPC::CREATE_DELETE_VOLUME);
+  EXPECT_EQ(response.capabilities(1).rpc().type(),
+            ::csi::v1::ControllerServiceCapability::RPC::MODIFY_VOLUME);
+}
+
+grpc::Status Modify(ControllerService& controller, const std::string& volume_id,
+                    const std::map<std::string, std::string>& parameters) {
+  ::csi::v1::ControllerModifyVolumeRequest request;
+  request.set_volume_id(volume_id);
+  request.mutable_mutable_parameters()->insert(parameters.begin(), parameters.end());
+  ::csi::v1::ControllerModifyVolumeResponse response;
+  return controller.ControllerModifyVolume(nullptr, &request, &response);
+}
+
+TEST_F(ControllerServiceTest, CreateTakesAVolumeAttributesClassesLimits) {
+  ::csi::v1::CreateVolumeRequest request = CreateRequest();
+  (*request.mutable_parameters())["iops"] = "1000";
+  (*request.mutable_mutable_parameters())["iops"] = "5000";
+  (*request.mutable_mutable_parameters())["readBps"] = "100Mi";
+  ::csi::v1::CreateVolumeResponse response;
+  ASSERT_TRUE(Create(request, &response).ok());
+  // The class's limit under the attributes class's: the context stages it so on any node.
+  EXPECT_EQ(response.volume().volume_context().at("iops"), "5000");
+  EXPECT_EQ(response.volume().volume_context().at("readBps"), "100Mi");
+
+  ::csi::v1::CreateVolumeRequest other = CreateRequest();
+  other.set_name("pvc-2");
+  (*other.mutable_mutable_parameters())["queues"] = "4";
+  ExpectCode(Create(other), grpc::StatusCode::INVALID_ARGUMENT,
+             "mutable parameter 'queues' is not one blk-csi can change");
+  (*other.mutable_mutable_parameters()).erase("queues");
+  (*other.mutable_mutable_parameters())["iops"] = "lots";
+  ExpectCode(Create(other), grpc::StatusCode::INVALID_ARGUMENT, "iops='lots'");
+}
+
+TEST_F(ControllerServiceTest, ModifyChangesTheStagedVolumesLimitsAndTheRecord) {
+  ::csi::v1::CreateVolumeRequest request = CreateRequest();
+  (*request.mutable_parameters())["readIops"] = "800";
+  ::csi::v1::CreateVolumeResponse created;
+  ASSERT_TRUE(Create(request, &created).ok());
+  const std::string id = created.volume().volume_id();
+  StageInAgent(id, int64_t{1} << 30);
+
+  ASSERT_TRUE(Modify(controller_, id, {{"iops", "2000:4000"}}).ok());
+  // The whole set of limits goes to the live device: the class's and the modified ones.
+  const blk::v1::UpdateVolumeRequest update = fake_.service().last_update();
+  EXPECT_EQ(update.volume().id(), id);
+  EXPECT_THAT(update.update_mask().paths(), ElementsAre("limits"));
+  EXPECT_EQ(update.volume().limits().read_iops().rate(), 800u);
+  EXPECT_EQ(update.volume().limits().total_iops().rate(), 2000u);
+  EXPECT_EQ(update.volume().limits().total_iops().burst(), 4000u);
+  // An absent key changes nothing; "0" lifts a limit.
+  ASSERT_TRUE(Modify(controller_, id, {{"readIops", "0"}}).ok());
+  EXPECT_EQ(fake_.service().last_update().volume().limits().read_iops().rate(), 0u);
+  EXPECT_EQ(fake_.service().last_update().volume().limits().total_iops().rate(), 2000u);
+
+  absl::StatusOr<std::optional<ProvisionedVolume>> recorded = Records().Find(id);
+  ASSERT_TRUE(recorded.ok() && recorded->has_value());
+  EXPECT_THAT((*recorded)->modified_limits(),
+              UnorderedElementsAre(Pair("iops", "2000:4000"), Pair("readIops", "0")));
+  EXPECT_EQ(StagingContext(**recorded).at("readIops"), "0");
+  // The context CreateVolume answered stays what it was (a repeated CreateVolume gets it).
+  EXPECT_EQ((*recorded)->volume_context().at("readIops"), "800");
+  ASSERT_TRUE(Create(request).ok());
+}
+
+TEST_F(ControllerServiceTest, ModifyOfAnUnstagedVolumeOnlyRecords) {
+  ::csi::v1::CreateVolumeResponse created;
+  ASSERT_TRUE(Create(CreateRequest(), &created).ok());
+  const std::string id = created.volume().volume_id();
+  ASSERT_TRUE(Modify(controller_, id, {{"writeBps", "10Mi"}}).ok());
+  absl::StatusOr<std::optional<ProvisionedVolume>> recorded = Records().Find(id);
+  ASSERT_TRUE(recorded.ok() && recorded->has_value());
+  EXPECT_THAT((*recorded)->modified_limits(), ElementsAre(Pair("writeBps", "10Mi")));
+}
+
+TEST_F(ControllerServiceTest, ModifyRefusesBadRequestsAndChangesNothing) {
+  ::csi::v1::CreateVolumeResponse created;
+  ASSERT_TRUE(Create(CreateRequest(), &created).ok());
+  const std::string id = created.volume().volume_id();
+  StageInAgent(id, int64_t{1} << 30);
+  ExpectCode(Modify(controller_, "", {{"iops", "1"}}), grpc::StatusCode::INVALID_ARGUMENT,
+             "volume_id is required");
+  ExpectCode(Modify(controller_, id, {}), grpc::StatusCode::INVALID_ARGUMENT,
+             "mutable_parameters is required");
+  ExpectCode(Modify(controller_, id, {{"backend", "null://"}}), grpc::StatusCode::INVALID_ARGUMENT,
+             "mutable parameter 'backend' is not one blk-csi can change");
+  ExpectCode(Modify(controller_, id, {{"bps", "-5"}}), grpc::StatusCode::INVALID_ARGUMENT,
+             "bps='-5'");
+  ExpectCode(Modify(controller_, "pvc-unknown", {{"iops", "100"}}), grpc::StatusCode::NOT_FOUND,
+             "was not provisioned by the controller of node node-1");
+  ExpectCode(Modify(controller_, "../volumes/x", {{"iops", "100"}}), grpc::StatusCode::NOT_FOUND,
+             "was not provisioned");
+  // The agent refuses a limit it cannot hold: the record keeps what it had.
+  fake_.service().FailMethodWith(
+      "UpdateVolume", grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "volume.limits: absurd"));
+  ExpectCode(Modify(controller_, id, {{"iops", "100"}}), grpc::StatusCode::INVALID_ARGUMENT,
+             "absurd");
+  absl::StatusOr<std::optional<ProvisionedVolume>> recorded = Records().Find(id);
+  ASSERT_TRUE(recorded.ok() && recorded->has_value());
+  EXPECT_TRUE((*recorded)->modified_limits().empty());
 }
 
 }  // namespace

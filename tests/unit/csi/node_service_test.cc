@@ -8,6 +8,7 @@
 #include "client/agent_address.h"
 #include "client/volume_client.h"
 #include "csi/mounter.h"
+#include "csi/provisioned_volumes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/cli/fake_agent.h"
@@ -113,6 +114,28 @@ TEST_F(NodeServiceStage, AsksTheAgentForAtLeastTheContextsSize) {
   const blk::v1::CreateVolumeRequest create = agent_.service().last_create();
   EXPECT_TRUE(create.size_is_minimum());
   EXPECT_EQ(create.volume().size_bytes(), uint64_t{64} << 20);
+}
+
+// A ControllerModifyVolume (the controller in this process) changed the limits after the
+// volume's context was made: a stage takes the record's limits over the context's.
+TEST_F(NodeServiceStage, TakesTheLimitsTheControllerModifiedOverTheContexts) {
+  const ProvisionedVolumes records(agent_.dir() + "/records");
+  ASSERT_TRUE(records.Open().ok());
+  ProvisionedVolume recorded;
+  recorded.set_volume_id("pvc-1");
+  (*recorded.mutable_modified_limits())["iops"] = "700";
+  ASSERT_TRUE(records.Save(recorded).ok());
+  NodeService node("node-1", "blk.csi.storage/node", client_, mounter_, paths_, records);
+  ::csi::v1::NodeStageVolumeRequest request = BlockStageRequest();
+  (*request.mutable_volume_context())["iops"] = "100";
+  (*request.mutable_volume_context())["readBps"] = "1Mi";
+  std::ofstream(image()).put('x');
+  ::csi::v1::NodeStageVolumeResponse response;
+  grpc::Status staged = node.NodeStageVolume(nullptr, &request, &response);
+  ASSERT_TRUE(staged.ok()) << staged.error_message();
+  const blk::v1::VolumeLimits& limits = agent_.service().last_create().volume().limits();
+  EXPECT_EQ(limits.total_iops().rate(), 700u);
+  EXPECT_EQ(limits.read_bytes_per_second().rate(), uint64_t{1} << 20);
 }
 
 // After a reboot the pool's file system may not be mounted yet: the agent must not be asked to

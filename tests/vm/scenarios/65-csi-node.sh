@@ -17,8 +17,10 @@
 # (--controller): CreateVolume of a file-pool StorageClass makes the claim's
 # file, twice the same answer; a second claim of the class gets a file of its
 # own, both staged and written at once; a class whose claims would share one
-# backing refused with nothing made; DeleteVolume refused while staged,
-# removes the file and its record, idempotent.
+# backing refused with nothing made; ControllerModifyVolume (a
+# VolumeAttributesClass change) sets a staged volume's read IOPS limit at once
+# (fio stays under it) and a restage keeps it; DeleteVolume refused while
+# staged, removes the file and its record, idempotent.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/csi_lib.sh"
 one_kernel_only newest "blk-csi calls the agent; 70 checks kill -9 recovery on both kernels"
@@ -94,6 +96,25 @@ expect_eq "dynamic volume size" $((32 << 20)) "$(blockdev --getsize64 "$(volume_
 for id in pvc-dyn pvc-dyn2; do
   expect_eq "$id keeps its own data" "$id" "$(cat "$WORK/staging/$id/data")"
 done
+# A VolumeAttributesClass change: ControllerModifyVolume reaches the staged device at once, and a
+# later stage with the context CreateVolume answered (which has no limit) keeps it.
+read_iops_limit() { ctl get-volume "$1" -o json | jq -r '.volume.limits.readIops.rate // "none"'; }
+csi ControllerModifyVolume 'volume_id: "pvc-dyn" mutable_parameters { key: "readIops" value: "300" }' ||
+  fail "ControllerModifyVolume failed"
+expect_eq "pvc-dyn's read IOPS limit after ControllerModifyVolume" 300 "$(read_iops_limit pvc-dyn)"
+expect_eq "pvc-dyn2's untouched" none "$(read_iops_limit pvc-dyn2)"
+run_fio modified-reads.json --name=r --filename="$(volume_device pvc-dyn)" --rw=randread --bs=4k \
+  --iodepth=16 --direct=1 --ioengine=libaio --time_based --runtime=2 --output-format=json
+iops="$(jq '.jobs[0].read.iops | floor' "$LOG_DIR/modified-reads.json")"
+((iops > 0 && iops <= 330)) || fail "reads on pvc-dyn at $iops IOPS, over its modified limit of 300"
+echo "ok: pvc-dyn reads at $iops IOPS under its modified limit of 300"
+expect_fail_with INVALID_ARGUMENT "ControllerModifyVolume of what cannot change" \
+  csi ControllerModifyVolume 'volume_id: "pvc-dyn" mutable_parameters { key: "queues" value: "4" }'
+csi_twice NodeUnstageVolume "$(unstage_request pvc-dyn)"
+csi_twice NodeStageVolume "volume_id: \"pvc-dyn\" staging_target_path: \"$WORK/staging/pvc-dyn\"
+  $(capability ext4) $(context_of "$created")"
+expect_eq "pvc-dyn's read IOPS limit after unstage and stage" 300 "$(read_iops_limit pvc-dyn)"
+expect_eq "pvc-dyn's data after the restage" pvc-dyn "$(cat "$WORK/staging/pvc-dyn/data")"
 expect_fail_with FAILED_PRECONDITION "DeleteVolume while staged" \
   csi DeleteVolume 'volume_id: "pvc-dyn"'
 expect_fail_with ALREADY_EXISTS "CreateVolume of the same name, another size" \

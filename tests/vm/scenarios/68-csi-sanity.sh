@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # A csi-sanity-like suite of our own, on the real blk-csi, the real agent and
 # real mkfs/mount: what kubernetes-csi's csi-sanity checks of the Identity and
-# Node services, and of the Controller's CreateVolume, DeleteVolume and
-# ValidateVolumeCapabilities (a file pool: a file per volume, the same answer
-# again, ALREADY_EXISTS for the same name with another capacity, a class
-# whose claims would share one backing refused, validation by the volume id
-# alone, deletes idempotent and the file gone). Every required field refused with INVALID_ARGUMENT; every
+# Node services, and of the Controller's CreateVolume, DeleteVolume,
+# ValidateVolumeCapabilities and ControllerModifyVolume (a file pool: a file per
+# volume, the same answer again, ALREADY_EXISTS for the same name with another
+# capacity, a class whose claims would share one backing refused, validation by
+# the volume id alone, modify's bad requests and unknown volume refused, deletes
+# idempotent and the file gone). Every required field refused with INVALID_ARGUMENT; every
 # call idempotent (stage, publish, unpublish, unstage twice; unstage and
 # unpublish of what is not there); plugin info, capabilities (exactly what is
 # served), probe, node info; NodeGetVolumeStats and NodeExpandVolume NOT_FOUND
@@ -53,7 +54,7 @@ create() { # name bytes [class]
   echo "name: \"$1\" capacity_range { required_bytes: $2 } $caps ${3:-$class}"
 }
 check "ControllerGetCapabilities" ControllerGetCapabilities OK "" \
-  "=capabilities { rpc { type: CREATE_DELETE_VOLUME } }"
+  "=capabilities { rpc { type: CREATE_DELETE_VOLUME } } capabilities { rpc { type: MODIFY_VOLUME } }"
 check "CreateVolume: no name" CreateVolume INVALID_ARGUMENT "capacity_range { required_bytes: 1048576 } $caps $class"
 check "CreateVolume: no capabilities" CreateVolume INVALID_ARGUMENT "name: \"c0\" $class"
 check "CreateVolume: multi-node writer" CreateVolume INVALID_ARGUMENT \
@@ -71,6 +72,16 @@ check "ValidateVolumeCapabilities: by the id alone" ValidateVolumeCapabilities O
   "~confirmed {"
 check "ValidateVolumeCapabilities: an unknown volume" ValidateVolumeCapabilities NOT_FOUND "volume_id: \"c9\" $caps"
 check "ValidateVolumeCapabilities: no capabilities" ValidateVolumeCapabilities INVALID_ARGUMENT "volume_id: \"c1\""
+mutable() { echo "mutable_parameters { key: \"$1\" value: \"$2\" }"; }
+check "ControllerModifyVolume: no volume_id" ControllerModifyVolume INVALID_ARGUMENT "$(mutable iops 100)"
+check "ControllerModifyVolume: no mutable_parameters" ControllerModifyVolume INVALID_ARGUMENT 'volume_id: "c1"'
+check "ControllerModifyVolume: a parameter that cannot change" ControllerModifyVolume INVALID_ARGUMENT \
+  "volume_id: \"c1\" $(mutable backend null://)"
+check "ControllerModifyVolume: a bad limit" ControllerModifyVolume INVALID_ARGUMENT "volume_id: \"c1\" $(mutable iops -1)"
+check "ControllerModifyVolume: an unknown volume" ControllerModifyVolume NOT_FOUND "volume_id: \"c9\" $(mutable iops 100)"
+for i in 1 2; do
+  check "ControllerModifyVolume #$i" ControllerModifyVolume OK "volume_id: \"c1\" $(mutable iops 100)" "="
+done
 check "DeleteVolume: no volume_id" DeleteVolume INVALID_ARGUMENT "volume_id: \"\""
 for i in 1 2; do check "DeleteVolume #$i" DeleteVolume OK "volume_id: \"c1\""; done
 check "DeleteVolume: an unknown volume" DeleteVolume OK "volume_id: \"c9\""

@@ -173,6 +173,7 @@ int main(int argc, char** argv) {
       CONTROLLER_CALL(DeleteVolume),
       CONTROLLER_CALL(ControllerGetCapabilities),
       CONTROLLER_CALL(ValidateVolumeCapabilities),
+      CONTROLLER_CALL(ControllerModifyVolume),
   };
   const std::string mode = argc > 2 ? argv[2] : "";
   if (argc == 4 && mode == "--checks") {

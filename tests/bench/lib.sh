@@ -8,7 +8,8 @@
 # /metrics: the lat runs then also record the mean time a read spent inside
 # the server (blk_volume_io_latency_seconds, from the queue receiving the
 # request to committing its result), so the report can split fio's mean into
-# the server's part and the rest (the kernel's ublk round trip). TESTS is a
+# the server's part and the rest (the kernel's ublk round trip), and the iops
+# runs where the reads completed (bench_locality_counts). TESTS is a
 # subset of (EXTRA_FIO_ARGS go to all three):
 #   iops  4k random reads, iodepth 32, + FIO_ARGS (e.g. --numjobs=2): read IOPS
 #   lat   4k random reads, iodepth 1, 1 job: p50, p99 and mean latency in us
@@ -97,6 +98,9 @@ bench_group() {
         [[ "$test" != lat || -z "${metrics[$i]}" ]] ||
           server_before="$(bench_server_read_ns "${metrics[$i]}")"
         [[ "$test" != iops ]] || bench_cpu_snapshot >"$WORK/bench-cpu-before"
+        local locality_before=""
+        [[ "$test" != iops || -z "${metrics[$i]}" ]] ||
+          locality_before="$(bench_locality_counts "${metrics[$i]}")"
         value="$(bench_fio "${paths[$i]}" "$group-$test-${keys[$i]}-$round" "$test" \
           "${args[@]}" "${extra[@]}")"
         echo "$(date +%T) $group round $round  $test  ${names[$i]}: $value"
@@ -106,6 +110,11 @@ bench_group() {
           value="$(bench_cpu_per_read "$WORK/bench-cpu-before" "$WORK/bench-cpu-after" "$value")"
           echo "$(date +%T) $group round $round  $test  ${names[$i]}: CPU us per read $value"
           echo "${keys[$i]} cpu $value" >>"$runs"
+        fi
+        if [[ -n "$locality_before" ]]; then
+          value="$(bench_locality_shares "$locality_before" "$(bench_locality_counts "${metrics[$i]}")")"
+          echo "$(date +%T) $group round $round  $test  ${names[$i]}: completions (%) $value"
+          echo "${keys[$i]} locality $value" >>"$runs"
         fi
         if [[ -n "$server_before" ]]; then
           value="$(bench_server_mean_us "$server_before" "$(bench_server_read_ns "${metrics[$i]}")")"
@@ -126,7 +135,7 @@ bench_group() {
         elif all(.[]; . == floor) then (.[length / 2 - 1] + .[length / 2]) / 2 | round
         else (.[length / 2 - 1] + .[length / 2]) / 2 * 10 | round / 10 end;
       def series($test; $field): [$runs | split("\n")[] | split(" ")
-        | select(.[0] == $key and .[1] == $test) | .[$field] | tonumber];
+        | select(.[0] == $key and .[1] == $test) | .[$field] | select(. != "-") | tonumber];
       # $part 0: the whole CPU time per read; 1: its user-space part (idle and rest have none).
       def cpu_runs($part): [$runs | split("\n")[] | split(" ") | select(.[0] == $key and .[1] == "cpu")
         | .[2] | split(";") | map(split("=") | .[0] as $n | .[1] | split("/")
@@ -138,13 +147,19 @@ bench_group() {
           iops: series("iops"; 2), lat_p50_us: series("lat"; 2), lat_p99_us: series("lat"; 3),
           lat_mean_us: series("lat"; 4), server_lat_mean_us: series("server"; 2),
           seq_mbps: series("seq"; 2), cpu_per_read_us: cpu_runs(0),
-          cpu_user_per_read_us: cpu_runs(1) }
+          cpu_user_per_read_us: cpu_runs(1),
+          queue_local_pct: series("locality"; 2), same_cpu_pct: series("locality"; 3),
+          same_hctx_group_pct: series("locality"; 4), other_cpu_pct: series("locality"; 5) }
         | .median = { iops: (.iops | median), lat_p50_us: (.lat_p50_us | median),
                       lat_p99_us: (.lat_p99_us | median), lat_mean_us: (.lat_mean_us | median),
                       server_lat_mean_us: (.server_lat_mean_us | median),
                       seq_mbps: (.seq_mbps | median),
                       cpu_per_read_us: (.cpu_per_read_us | cpu_median),
-                      cpu_user_per_read_us: (.cpu_user_per_read_us | cpu_median) } end]' \
+                      cpu_user_per_read_us: (.cpu_user_per_read_us | cpu_median),
+                      queue_local_pct: (.queue_local_pct | median),
+                      same_cpu_pct: (.same_cpu_pct | median),
+                      same_hctx_group_pct: (.same_hctx_group_pct | median),
+                      other_cpu_pct: (.other_cpu_pct | median) } end]' \
       <<<"$devices")"
   done
   jq -n --arg group "$group" --arg title "$title" --arg kernel "$(uname -r)" \
@@ -225,6 +240,41 @@ bench_server_mean_us() {
   ((after[1] > before[1])) || fail "the agent counted no reads during a lat run"
   awk -v ns=$((after[0] - before[0])) -v n=$((after[1] - before[1])) \
     'BEGIN { printf "%.1f\n", ns / n / 1000 }'
+}
+
+# bench_locality_counts "URL VOLUME": "LOCAL REMOTE SAME_CPU SAME_GROUP OTHER", the volume's
+# completions so far: by its queue threads on a CPU of their queue's hctx set or off it
+# (blk_queue_completions_total), and by where the block layer completed the request relative to
+# the CPU that submitted it (blk_block_completions_total, BPF: zeros without it).
+bench_locality_counts() {
+  local url volume
+  read -r url volume <<<"$1"
+  curl -fsS "$url" | awk -v label="volume=\"$volume\"" '
+    index($1, label) == 0 { next }
+    $1 ~ /^blk_queue_completions_total\{/ && $1 ~ /locality="local"/ { c[0] += $2 }
+    $1 ~ /^blk_queue_completions_total\{/ && $1 ~ /locality="remote"/ { c[1] += $2 }
+    $1 ~ /^blk_block_completions_total\{/ && $1 ~ /locality="same_cpu"/ { c[2] += $2 }
+    $1 ~ /^blk_block_completions_total\{/ && $1 ~ /locality="same_hctx_group"/ { c[3] += $2 }
+    $1 ~ /^blk_block_completions_total\{/ && $1 ~ /locality="other"/ { c[4] += $2 }
+    END { printf "%.0f %.0f %.0f %.0f %.0f\n", c[0], c[1], c[2], c[3], c[4] }'
+}
+
+# bench_locality_shares "COUNTS" "COUNTS": "LOCAL SAME_CPU SAME_GROUP OTHER" in percent of the
+# completions between two bench_locality_counts ("-" for the block layer's without BPF).
+bench_locality_shares() {
+  local before after
+  read -ra before <<<"$1"
+  read -ra after <<<"$2"
+  awk -v l=$((after[0] - before[0])) -v r=$((after[1] - before[1])) \
+    -v s=$((after[2] - before[2])) -v g=$((after[3] - before[3])) -v o=$((after[4] - before[4])) '
+    BEGIN {
+      queue = l + r
+      if (queue == 0) { print "the agent counted no completions during an iops run" > "/dev/stderr"; exit 1 }
+      block = s + g + o
+      printf "%.1f ", 100 * l / queue
+      if (block == 0) print "- - -"
+      else printf "%.1f %.1f %.1f\n", 100 * s / block, 100 * g / block, 100 * o / block
+    }'
 }
 
 bench_ratio() {

@@ -87,6 +87,18 @@ main() {
           (.devices[] | select(.unavailable | not) | select((.median.cpu_per_read_us // {}) | length > 0)
             | "| \(.name) | \(.median | cpu_row) |"),
           ""),
+        (select(any(.devices[]; .median.queue_local_pct != null)) |
+          "Where the reads completed at QD32 (medians, % of the completions in a run): on the" +
+          " queue thread while it ran on a CPU of its queue'"'"'s hctx set (the agent'"'"'s" +
+          " blk_queue_completions_total, local / all); and where the block layer completed the" +
+          " request relative to the CPU that submitted it: that CPU, another CPU of its hctx" +
+          " group, or elsewhere (blk_block_completions_total, BPF; - without it).\n",
+          "| device | queue thread on its hctx CPUs | block layer: submitting CPU | its hctx group | elsewhere |",
+          "|---|---|---|---|---|",
+          (.devices[] | select(.unavailable | not) | select(.median.queue_local_pct != null)
+            | .median as $m
+            | "| \(.name) | \($m.queue_local_pct | n) | \($m.same_cpu_pct | n) | \($m.same_hctx_group_pct | n) | \($m.other_cpu_pct | n) |"),
+          ""),
         (select(any(.devices[]; .median.server_lat_mean_us != null)) |
           "Where the time of a QD1 read goes (means, us): in the server = from the queue receiving" +
           " the request to committing its result (the agent latency histogram); the rest is" +

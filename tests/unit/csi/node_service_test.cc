@@ -133,7 +133,8 @@ TEST_F(NodeServiceStage, TakesTheLimitsTheControllerModifiedOverTheContexts) {
   ::csi::v1::NodeStageVolumeResponse response;
   grpc::Status staged = node.NodeStageVolume(nullptr, &request, &response);
   ASSERT_TRUE(staged.ok()) << staged.error_message();
-  const blk::v1::VolumeLimits& limits = agent_.service().last_create().volume().limits();
+  const blk::v1::CreateVolumeRequest create = agent_.service().last_create();
+  const blk::v1::VolumeLimits& limits = create.volume().limits();
   EXPECT_EQ(limits.total_iops().rate(), 700u);
   EXPECT_EQ(limits.read_bytes_per_second().rate(), uint64_t{1} << 20);
 }

@@ -14,6 +14,7 @@
 #include "csi/backing_file.h"
 #include "csi/backing_template.h"
 #include "csi/grpc_status.h"
+#include "csi/node_service.h"
 #include "csi/volume_capability.h"
 #include "csi/volume_context.h"
 #include "csi/volume_id.h"
@@ -368,22 +369,15 @@ grpc::Status ControllerService::ControllerModifyVolume(
   // The record first, so that a NodeStageVolume from now on takes the new limits; then the
   // staged agent volume, if any. The agent's refusal (e.g. an absurd rate) restores the record.
   if (absl::Status saved = volumes_.Save(modified); !saved.ok()) return ToGrpc(saved);
-  blk::v1::UpdateVolumeRequest update;
-  update.mutable_volume()->set_id(modified.volume_id());
-  *update.mutable_volume()->mutable_limits() = volume->limits();
-  update.mutable_update_mask()->add_paths("limits");
-  absl::StatusOr<blk::v1::UpdateVolumeResponse> updated = agent_.UpdateVolume(update);
+  const absl::Status updated = UpdateAgentLimits(agent_, modified.volume_id(), volume->limits());
   // NOT_FOUND: not staged on this node now; the record has the limits for when it is.
-  if (updated.ok() || updated.status().code() == absl::StatusCode::kNotFound) {
-    return grpc::Status::OK;
-  }
+  if (updated.ok() || updated.code() == absl::StatusCode::kNotFound) return grpc::Status::OK;
   if (absl::Status restored = volumes_.Save(before); !restored.ok()) {
-    return ToGrpc(
-        absl::Status(updated.status().code(),
-                     absl::StrCat(updated.status().message(),
-                                  "; the record keeps the new limits: ", restored.message())));
+    return ToGrpc(absl::Status(
+        updated.code(), absl::StrCat(updated.message(),
+                                     "; the record keeps the new limits: ", restored.message())));
   }
-  return ToGrpc(updated.status());
+  return ToGrpc(updated);
 }
 
 }  // namespace blk::csi

@@ -83,6 +83,15 @@ absl::Status DeleteAgentVolume(blk::client::VolumeClient& agent, const std::stri
   return removed;
 }
 
+absl::Status UpdateAgentLimits(blk::client::VolumeClient& agent, const std::string& volume_id,
+                               const blk::v1::VolumeLimits& limits) {
+  blk::v1::UpdateVolumeRequest update;
+  update.mutable_volume()->set_id(volume_id);
+  *update.mutable_volume()->mutable_limits() = limits;
+  update.mutable_update_mask()->add_paths("limits");
+  return agent.UpdateVolume(update).status();
+}
+
 NodeService::NodeService(std::string node_id, std::string topology_key,
                          blk::client::VolumeClient& agent, const Mounter& mounter,
                          const KubeletPaths& paths, std::optional<ProvisionedVolumes> provisioned)
@@ -224,11 +233,8 @@ grpc::Status NodeService::NodeStageVolume(grpc::ServerContext*,
     for (const auto& [key, value] : *modified_since) context[key] = value;
     absl::StatusOr<blk::v1::Volume> now = VolumeFromContext(request->volume_id(), context);
     if (!now.ok()) return ToGrpc(now.status());
-    blk::v1::UpdateVolumeRequest update;
-    update.mutable_volume()->set_id(request->volume_id());
-    *update.mutable_volume()->mutable_limits() = now->limits();
-    update.mutable_update_mask()->add_paths("limits");
-    if (absl::Status updated = agent_.UpdateVolume(update).status(); !updated.ok()) {
+    if (absl::Status updated = UpdateAgentLimits(agent_, request->volume_id(), now->limits());
+        !updated.ok()) {
       return ToGrpc(updated);
     }
   }

@@ -20,6 +20,10 @@ namespace blk::csi {
 // FAILED_PRECONDITION says so), with NOT_FOUND taken as done: CSI's deletes are idempotent, and
 // the volume may be gone already (deleted by another call since it was looked up).
 absl::Status DeleteAgentVolume(blk::client::VolumeClient& agent, const std::string& volume_id);
+// The agent's UpdateVolume of `volume_id`'s limits (the whole set), e.g. after
+// ControllerModifyVolume.
+absl::Status UpdateAgentLimits(blk::client::VolumeClient& agent, const std::string& volume_id,
+                               const blk::v1::VolumeLimits& limits);
 
 // CSI Node: stage = the agent volume (created from the volume context) plus,
 // in filesystem mode, a file system mounted at the staging path; publish = a

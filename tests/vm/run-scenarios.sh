@@ -23,13 +23,15 @@
 set -euo pipefail
 
 # The first line of the scenario's output that says why it failed (lib.sh's `FAIL: ...`, or
-# all.sh's time-out), so the summary at the end of CI's log names it.
+# all.sh's time-out), else its last lines, so the summary at the end of CI's log names it.
 failure_reason() {
   awk -v run="=== RUN $2" '
     $0 == run { inside = 1; next }
     inside && /^=== RUN / { exit }
-    inside && (/^FAIL: / || / timed out after /) { print; exit }
-  ' "$1" 2>/dev/null | cut -c1-200
+    inside && (/^FAIL: / || / timed out after /) { print; found = 1; exit }
+    inside && NF && !/^FAIL [0-9][0-9]-/ { last[++n % 3] = $0 }
+    END { if (!found) for (i = n - 2; i <= n; i++) if (i > 0) printf "%s | ", last[i % 3] }
+  ' "$1" 2>/dev/null | cut -c1-300
 }
 
 # Everything runs inside main: bash parses a function whole before running it,

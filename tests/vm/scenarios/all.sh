@@ -77,7 +77,7 @@ main() {
       [[ " $before " == *" $dev "* ]] || left+=("$dev")
     done
     ((${#left[@]} > 0)) || return 0
-    echo "cleanup: the scenario left ublk devices behind: ${left[*]}"
+    echo "FAIL: the scenario left ublk devices behind: ${left[*]}"
     if command -v blk_vm_reap >/dev/null; then
       blk_vm_reap "${left[@]#/dev/ublkc}" || echo "cleanup: blk_vm_reap failed"
     else

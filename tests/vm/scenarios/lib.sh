@@ -45,9 +45,17 @@ EXPECT_OUTPUT=""
 step() { echo "--- [${SECONDS}s] $*"; }
 
 fail() {
+  fail_reported=1
   echo "FAIL: $*" >&2
   exit 1
 }
+
+# A scenario that set -e ends (a command failing outside a check) says which command, so the
+# summary names it rather than nothing. set -E: the trap also fires inside functions.
+fail_reported=0
+last_error=""
+set -E
+trap 'last_error="line $LINENO: $BASH_COMMAND (status $?)"' ERR
 
 # Exit status 77 (automake's "skipped"): all.sh reports SKIP.
 skip() {
@@ -76,6 +84,9 @@ on_exit() {
 run_cleanups() {
   local status=$? i
   set +e
+  if ((status != 0 && status != 77 && !fail_reported)); then
+    echo "FAIL: exited with status $status; the command that failed: ${last_error:-unknown}" >&2
+  fi
   for ((i = ${#cleanups[@]} - 1; i >= 0; i--)); do
     eval "${cleanups[i]}" || echo "cleanup failed: ${cleanups[i]}" >&2
   done

@@ -43,6 +43,7 @@ void Limiter::Set(const IoLimits& limits, int64_t now_ns) {
                                                          std::memory_order_relaxed));
   }
   unlimited_.store(limits.unlimited(), std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_release);
 }
 
 IoLimits Limiter::limits() const {
@@ -54,40 +55,27 @@ IoLimits Limiter::limits() const {
   return {each[0], each[1], each[2], each[3], each[4], each[5]};
 }
 
-int64_t Limiter::Take(Bucket& bucket, uint64_t units, int64_t now_ns) {
+int64_t Limiter::Charge(Bucket& bucket, uint64_t units, int64_t now_ns) {
   const uint64_t rate = bucket.rate.load(std::memory_order_relaxed);
-  if (rate == 0 || units == 0) return 0;
+  if (rate == 0 || units == 0) return now_ns;
   const int64_t cost = DurationNs(units, rate);
   const int64_t capacity = DurationNs(bucket.burst.load(std::memory_order_relaxed), rate);
   int64_t drained_at = bucket.drained_at_ns.load(std::memory_order_relaxed);
-  while (true) {
-    // What the bucket holds now is how long it takes to drain; room is what is left of it.
-    const int64_t next = std::max(drained_at, now_ns) + cost;
-    if (next - now_ns > capacity) return next - now_ns - capacity;
-    if (bucket.drained_at_ns.compare_exchange_weak(drained_at, next, std::memory_order_relaxed)) {
-      return 0;
-    }
-  }
+  int64_t next = 0;
+  do {
+    // What the bucket holds is how long it takes to drain; the request goes once what it holds,
+    // the request included, fits in its size.
+    next = std::max(drained_at, now_ns) + cost;
+  } while (
+      !bucket.drained_at_ns.compare_exchange_weak(drained_at, next, std::memory_order_relaxed));
+  return next - capacity;
 }
 
-int64_t Limiter::TryAdmit(bool write, uint32_t data_bytes, int64_t now_ns, Paid& paid) {
-  struct Charge {
-    int bucket;
-    uint64_t units;
-  };
-  const Charge charges[4] = {{write ? kWriteIops : kReadIops, 1},
-                             {kTotalIops, 1},
-                             {write ? kWriteBytes : kReadBytes, data_bytes},
-                             {kTotalBytes, data_bytes}};
-  for (const Charge& charge : charges) {
-    const Paid bit = static_cast<Paid>(1u << charge.bucket);
-    if ((paid & bit) != 0) continue;
-    if (const int64_t wait = Take(buckets_[charge.bucket], charge.units, now_ns); wait > 0) {
-      return wait;
-    }
-    paid |= bit;
-  }
-  return 0;
+int64_t Limiter::Reserve(bool write, uint32_t data_bytes, int64_t now_ns) {
+  return std::max({Charge(buckets_[write ? kWriteIops : kReadIops], 1, now_ns),
+                   Charge(buckets_[kTotalIops], 1, now_ns),
+                   Charge(buckets_[write ? kWriteBytes : kReadBytes], data_bytes, now_ns),
+                   Charge(buckets_[kTotalBytes], data_bytes, now_ns)});
 }
 
 void Limiter::RecordWait(int64_t wait_ns) {

@@ -1,8 +1,10 @@
 // A device's I/O limits as token buckets its queues share without a lock: each bucket is one
-// atomic time (GCRA's theoretical arrival time: when everything admitted so far has drained at
-// the limit's rate), moved forward by compare-and-swap when a request is admitted. A request is
-// admitted when every bucket it counts against has room for it; the rest wait in their queue
-// (ThrottlingBackend) and ask again.
+// atomic time (GCRA's theoretical arrival time: when everything charged so far has drained at
+// the limit's rate), moved forward by compare-and-swap. A request is charged when it first asks,
+// whether or not the buckets have room, and goes once they have drained enough for it: its place
+// is reserved, so requests are served in the order they asked, across queues (a large request
+// waiting for room for all of it would otherwise starve behind a stream of small ones taking
+// every bit of room that appears).
 #pragma once
 
 #include <atomic>
@@ -26,13 +28,16 @@ class Limiter {
   // True while no limit is set: the queues skip the buckets entirely.
   bool unlimited() const { return unlimited_.load(std::memory_order_relaxed); }
 
-  // Bits of `paid`: the buckets a waiting request was already charged in, so that asking again
-  // charges only the others. A new request starts with 0.
-  using Paid = uint8_t;
-  // Admits a request (`write`: a write, write-zeroes or discard; `data_bytes`: the bytes it
-  // carries, 0 for those without data) at `now_ns` (CLOCK_MONOTONIC): 0 when every bucket it
-  // counts against took it, else how many ns until the first one that refused may have room.
-  int64_t TryAdmit(bool write, uint32_t data_bytes, int64_t now_ns, Paid& paid);
+  // Charges a request (`write`: a write, write-zeroes or discard; `data_bytes`: the bytes it
+  // carries, 0 for those without data) at `now_ns` (CLOCK_MONOTONIC) in every bucket it counts
+  // against and returns when it may go: at or before `now_ns` when they had room. A queue asks
+  // for one waiting request at a time (its oldest), so what is reserved beyond the buckets' size
+  // is at most a request per queue.
+  int64_t Reserve(bool write, uint32_t data_bytes, int64_t now_ns);
+
+  // Changes with every Set: a request reserved under other limits need not keep its time (its
+  // charge is in the backlog Set rescaled to the new rates).
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
   // Throttling the queues report: a request that waited `wait_ns` before its admission.
   void RecordWait(int64_t wait_ns);
@@ -47,12 +52,13 @@ class Limiter {
     std::atomic<uint64_t> burst{0};  // units the bucket holds
     std::atomic<int64_t> drained_at_ns{0};
   };
-  // 0 when `bucket` took `units`, else the ns until it may have room.
-  static int64_t Take(Bucket& bucket, uint64_t units, int64_t now_ns);
+  // Charges `units` to `bucket`; returns when they fit in its size (CLOCK_MONOTONIC ns).
+  static int64_t Charge(Bucket& bucket, uint64_t units, int64_t now_ns);
 
   uint32_t max_request_bytes_;
   Bucket buckets_[kBuckets];
   std::atomic<bool> unlimited_{true};
+  std::atomic<uint64_t> generation_{0};
   std::atomic<uint64_t> throttled_requests_{0};
   std::atomic<uint64_t> throttled_wait_ns_{0};
 };

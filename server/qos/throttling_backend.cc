@@ -29,23 +29,31 @@ absl::Status ThrottlingBackend::Attach(Ring& ring, int first_file, Completer com
   return inner_->Attach(ring, first_file, completer);
 }
 
-int64_t ThrottlingBackend::TryAdmit(Waiting& entry, int64_t now_ns) {
-  if (!Limited(*limiter_, entry.io)) return 0;
-  const BlockIo& io = entry.io;
-  const uint32_t data = io.op == abi::kIoOpRead || io.op == abi::kIoOpWrite ? io.length : 0;
-  return limiter_->TryAdmit(IsWrite(io.op), data, now_ns, entry.paid);
+bool ThrottlingBackend::Ready(Waiting& entry, int64_t now_ns) {
+  if (!Limited(*limiter_, entry.io)) return true;
+  if (!entry.reserved) {
+    const BlockIo& io = entry.io;
+    const uint32_t data = io.op == abi::kIoOpRead || io.op == abi::kIoOpWrite ? io.length : 0;
+    entry.generation = limiter_->generation();
+    entry.go_at_ns = limiter_->Reserve(IsWrite(io.op), data, now_ns);
+    entry.reserved = true;
+  } else if (entry.generation != limiter_->generation()) {
+    return true;
+  }
+  if (entry.go_at_ns <= now_ns) return true;
+  next_wait_ns_ = entry.go_at_ns - now_ns;
+  return false;
 }
 
 void ThrottlingBackend::Submit(uint16_t tag, const BlockIo& io) {
   // Behind waiting requests a new one waits too: they are served in order.
   if (count_ == 0) {
     if (!Limited(*limiter_, io)) return inner_->Submit(tag, io);
-    Waiting entry{tag, io, 0, MonotonicNs()};
-    next_wait_ns_ = TryAdmit(entry, entry.since_ns);
-    if (next_wait_ns_ == 0) return inner_->Submit(tag, io);
+    Waiting entry{tag, io, MonotonicNs()};
+    if (Ready(entry, entry.since_ns)) return inner_->Submit(tag, io);
     waiting_[head_] = entry;
   } else {
-    waiting_[(head_ + count_) % waiting_.size()] = Waiting{tag, io, 0, MonotonicNs()};
+    waiting_[(head_ + count_) % waiting_.size()] = Waiting{tag, io, MonotonicNs()};
   }
   ++count_;  // at most queue_depth: a tag waits at most once
 }
@@ -53,10 +61,7 @@ void ThrottlingBackend::Submit(uint16_t tag, const BlockIo& io) {
 void ThrottlingBackend::AdmitWaiting(int64_t now_ns) {
   while (count_ > 0) {
     Waiting& entry = waiting_[head_];
-    if (const int64_t wait = TryAdmit(entry, now_ns); wait > 0) {
-      next_wait_ns_ = wait;
-      return;
-    }
+    if (!Ready(entry, now_ns)) return;
     limiter_->RecordWait(now_ns - entry.since_ns);
     head_ = (head_ + 1) % waiting_.size();
     --count_;

@@ -1,5 +1,6 @@
 // Holds a queue's requests that are over their device's limits (Limiter) and hands them to the
-// backend in arrival order once admitted; never fails one. Wraps every queue's backend: while
+// backend in arrival order once their time comes (the oldest reserves its place with the
+// Limiter, the others wait behind it); never fails one. Wraps every queue's backend: while
 // the device has no limits a request costs one relaxed load more. Waiting requests are retried
 // on a timer (IORING_OP_TIMEOUT, CqeKind::kThrottle) set for when the first may be admitted, at
 // most kMaxWaitMs ahead so that a limit raised meanwhile is seen soon.
@@ -30,12 +31,17 @@ class ThrottlingBackend final : public Backend {
   struct Waiting {
     uint16_t tag = 0;
     BlockIo io;
-    Limiter::Paid paid = 0;
     int64_t since_ns = 0;
+    // Once the queue's oldest: its place reserved, when it may go, under which limits.
+    bool reserved = false;
+    int64_t go_at_ns = 0;
+    uint64_t generation = 0;
   };
-  // 0 when the limiter admits the request (or nothing limits it), else the ns to wait.
-  int64_t TryAdmit(Waiting& entry, int64_t now_ns);
-  // Admits waiting requests in order until one must wait on; remembers how long.
+  // True when the request may go at `now_ns` (reserving its place on the first ask), else false
+  // with next_wait_ns_ set. One reserved under limits since changed goes at once: its charge is
+  // in the backlog the Limiter rescaled, and a raised limit should not wait on the old rate.
+  bool Ready(Waiting& entry, int64_t now_ns);
+  // Submits waiting requests in order until one must wait; remembers how long.
   void AdmitWaiting(int64_t now_ns);
   void ArmTimer();
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Per-volume I/O limits (QoS) on null volumes under fio, as a user sets them with blkctl: fio
 # well above a limit measures within 10% of it, for read and write IOPS and read and write
-# bytes/s; two volumes with different limits at once each get theirs; a limit raised and lowered
-# while fio runs takes effect within a second, without an I/O error, and blkctl stats shows the
-# requests it holds back; a burst goes at full speed, then the limit holds; an agent restart
-# keeps the limits; bad values are refused and change nothing; an agent with --io-limits off
-# refuses them.
+# bytes/s; a large request is not starved by small ones on another queue; two volumes with
+# different limits at once each get theirs; a limit raised and lowered while fio runs takes
+# effect within a second, without an I/O error, and blkctl stats shows the requests it holds
+# back; a burst goes at full speed, then the limit holds; an agent restart keeps the limits; bad
+# values are refused and change nothing; an agent with --io-limits off refuses them.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 one_kernel_only newest "the limits are the agent's, the same on every kernel"
 
@@ -76,6 +76,22 @@ main() {
   within_10 "write IOPS of a" "$measured" 1000
   read -r _ measured < <(fio_rate fio-read-bps.json "$dev_a" randread 64k 3 --numjobs=1)
   within_10 "read bytes/s of a" "$measured" $((24 << 20))
+
+  step "a 512 KiB reader keeps its place beside a 4 KiB reader on the other queue"
+  # Each queue's oldest held request reserves its place: the large one must not wait for a
+  # bucket with room for all of it, which the small ones would never leave.
+  ctl update-volume a --no-limits --read-bps 8M
+  run_fio fio-large-small.json --filename="$dev_a" --direct=1 --ioengine="$fio_engine" \
+    --rw=randread --time_based --ramp_time=1 --runtime=3 --output-format=json \
+    --name=large --bs=512k --iodepth=1 --cpus_allowed=0 \
+    --name=small --bs=4k --iodepth=32 --cpus_allowed=1 || fail "fio large and small readers on a"
+  local large small
+  large="$(jq -r '.jobs[] | select(.jobname == "large") | .read.bw_bytes' "$LOG_DIR/fio-large-small.json")"
+  small="$(jq -r '.jobs[] | select(.jobname == "small") | .read.bw_bytes' "$LOG_DIR/fio-large-small.json")"
+  echo "512 KiB reader: $large bytes/s, 4 KiB reader: $small bytes/s"
+  ((large * 4 >= 8 << 20)) || fail "the 512 KiB reader got $large bytes/s of the 8 MiB/s limit"
+  ((small > 0)) || fail "the 4 KiB reader got nothing"
+  within_10 "read bytes/s of the two together" $((large + small)) $((8 << 20))
 
   step "two volumes with different limits at once"
   ctl update-volume a --no-limits --iops 600

@@ -1,8 +1,9 @@
 // The limiter's buckets on a made-up clock: a full burst at once, then the rate; reads and writes
-// against their own and the total buckets; new limits at once; and two threads never admitting
-// more than the bucket holds.
+// against their own and the total buckets; a large request keeping its place among small ones;
+// new limits at once; and two threads never admitting more than the bucket holds.
 #include "server/qos/limiter.h"
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -14,15 +15,15 @@ namespace {
 constexpr int64_t kSecond = 1000000000;
 constexpr uint32_t kMaxRequest = 512 * 1024;
 
-int64_t Admit(Limiter& limiter, bool write, uint32_t bytes, int64_t now) {
-  Limiter::Paid paid = 0;
-  return limiter.TryAdmit(write, bytes, now, paid);
+// How long a request asking at `now` waits (its place reserved).
+int64_t Wait(Limiter& limiter, bool write, uint32_t bytes, int64_t now) {
+  return std::max<int64_t>(0, limiter.Reserve(write, bytes, now) - now);
 }
 
 TEST(Limiter, WithoutLimitsEverythingIsAdmittedAndTheQueuesSkipIt) {
   Limiter limiter({}, kMaxRequest);
   EXPECT_TRUE(limiter.unlimited());
-  for (int i = 0; i < 1000; ++i) EXPECT_EQ(Admit(limiter, i % 2 == 0, 4096, kSecond), 0);
+  for (int i = 0; i < 1000; ++i) EXPECT_EQ(Wait(limiter, i % 2 == 0, 4096, kSecond), 0);
 }
 
 TEST(Limiter, AFullBurstGoesAtOnceThenOneRequestPerInterval) {
@@ -30,27 +31,27 @@ TEST(Limiter, AFullBurstGoesAtOnceThenOneRequestPerInterval) {
   limits.read_iops = {100, 0};  // burst: a tenth of a second, 10 requests
   Limiter limiter(limits, kMaxRequest);
   EXPECT_FALSE(limiter.unlimited());
-  int64_t now = 5 * kSecond;
-  for (int i = 0; i < 10; ++i) ASSERT_EQ(Admit(limiter, false, 4096, now), 0) << i;
-  const int64_t wait = Admit(limiter, false, 4096, now);
-  EXPECT_EQ(wait, kSecond / 100);
-  EXPECT_GT(Admit(limiter, false, 4096, now + wait - 1), 0);
-  EXPECT_EQ(Admit(limiter, false, 4096, now + wait), 0);
+  const int64_t now = 5 * kSecond;
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(Wait(limiter, false, 4096, now), 0) << i;
+  EXPECT_EQ(Wait(limiter, false, 4096, now), kSecond / 100);
+  // The next one asking at the same time goes after it: its place was taken.
+  EXPECT_EQ(Wait(limiter, false, 4096, now), 2 * kSecond / 100);
   // Writes have no limit of their own and no total: untouched.
-  EXPECT_EQ(Admit(limiter, true, 4096, now), 0);
+  EXPECT_EQ(Wait(limiter, true, 4096, now), 0);
 }
 
 TEST(Limiter, OverOneSecondTheRateAndTheBurstAreAdmittedNoMore) {
   IoLimits limits;
   limits.total_iops = {1000, 50};
   Limiter limiter(limits, kMaxRequest);
-  int admitted = 0;
-  // A request asking every 100 us for one second.
-  for (int64_t now = kSecond; now < 2 * kSecond; now += 100000) {
-    admitted += Admit(limiter, now % 3 == 0, 4096, now) == 0 ? 1 : 0;
+  // A queue that always has a request waiting: each asks once the one before it went.
+  int went = 0;
+  for (int64_t now = kSecond;; ++went) {
+    now = std::max(now, limiter.Reserve(went % 3 == 0, 4096, now));
+    if (now >= 2 * kSecond) break;
   }
-  EXPECT_GE(admitted, 1000);
-  EXPECT_LE(admitted, 1000 + 50);
+  EXPECT_GE(went, 1000);
+  EXPECT_LE(went, 1000 + 50);
 }
 
 TEST(Limiter, ABytesBucketHoldsAtLeastTheLargestRequest) {
@@ -58,29 +59,44 @@ TEST(Limiter, ABytesBucketHoldsAtLeastTheLargestRequest) {
   limits.write_bytes = {1 << 20, 4096};  // a burst smaller than a request is raised to one
   Limiter limiter(limits, kMaxRequest);
   const int64_t now = kSecond;
-  EXPECT_EQ(Admit(limiter, true, kMaxRequest, now), 0);
-  EXPECT_EQ(Admit(limiter, true, kMaxRequest, now), kSecond / 2);
+  EXPECT_EQ(Wait(limiter, true, kMaxRequest, now), 0);
+  EXPECT_EQ(Wait(limiter, true, kMaxRequest, now), kSecond / 2);
   EXPECT_EQ(limiter.limits().write_bytes.burst, kMaxRequest);
   // Reads, and writes without data (write-zeroes, discard), are not write bytes.
-  EXPECT_EQ(Admit(limiter, false, kMaxRequest, now), 0);
-  EXPECT_EQ(Admit(limiter, true, 0, now), 0);
+  EXPECT_EQ(Wait(limiter, false, kMaxRequest, now), 0);
+  EXPECT_EQ(Wait(limiter, true, 0, now), 0);
 }
 
-TEST(Limiter, ARequestWaitingOnOneBucketIsNotChargedAgainInTheOthers) {
+TEST(Limiter, ARequestWaitsForItsSlowestBucket) {
   IoLimits limits;
   limits.read_iops = {10, 1};  // one read per 100 ms
   limits.total_iops = {5, 1};  // one request per 200 ms
   Limiter limiter(limits, kMaxRequest);
   const int64_t now = kSecond;
-  ASSERT_EQ(Admit(limiter, false, 4096, now), 0);
-  // 100 ms on the read bucket has room and takes it; the total bucket has none for 100 ms more.
-  Limiter::Paid paid = 0;
-  EXPECT_EQ(limiter.TryAdmit(false, 4096, now + kSecond / 10, paid), kSecond / 10);
-  EXPECT_NE(paid, 0);
-  EXPECT_EQ(limiter.TryAdmit(false, 4096, now + kSecond / 5, paid), 0);
-  // Charged once in the read bucket, a new read now waits for the total bucket (200 ms), not
-  // for a read bucket charged twice (it would say 100 ms).
-  EXPECT_EQ(Admit(limiter, false, 4096, now + kSecond / 5), kSecond / 5);
+  ASSERT_EQ(Wait(limiter, false, 4096, now), 0);
+  EXPECT_EQ(Wait(limiter, false, 4096, now), kSecond / 5);
+  EXPECT_EQ(Wait(limiter, false, 4096, now), 2 * kSecond / 5);
+}
+
+// A large request must not wait for a bucket with room for all of it: small ones from another
+// queue would take every bit of room as it appears, and it would wait for as long as they come.
+TEST(Limiter, ALargeRequestKeepsItsPlaceAmongAStreamOfSmallOnes) {
+  IoLimits limits;
+  limits.total_bytes = {1 << 20, 0};  // the bucket: the largest request, 512 KiB (half a second)
+  Limiter limiter(limits, kMaxRequest);
+  const int64_t large_asks_at = 3 * kSecond / 2;
+  int64_t large_goes_at = -1;
+  // One queue sends 4 KiB reads back to back from 1 s on; the other asks for 512 KiB at 1.5 s.
+  for (int64_t now = kSecond; now < 3 * kSecond;) {
+    if (large_goes_at < 0 && now >= large_asks_at) {
+      large_goes_at = limiter.Reserve(false, kMaxRequest, now);
+    }
+    now = std::max(now, limiter.Reserve(false, 4096, now));
+    if (large_goes_at >= 0) ASSERT_GE(now, large_goes_at) << "a later small read went first";
+  }
+  ASSERT_GE(large_goes_at, 0);
+  // It waited for what was charged before it: the bucket's half second and a small read or two.
+  EXPECT_LE(large_goes_at - large_asks_at, kSecond / 2 + kSecond / 128);
 }
 
 TEST(Limiter, NewLimitsApplyToTheNextRequest) {
@@ -88,12 +104,15 @@ TEST(Limiter, NewLimitsApplyToTheNextRequest) {
   limits.read_iops = {10, 1};
   Limiter limiter(limits, kMaxRequest);
   const int64_t now = kSecond;
-  ASSERT_EQ(Admit(limiter, false, 4096, now), 0);
-  EXPECT_EQ(Admit(limiter, false, 4096, now), kSecond / 10);
+  ASSERT_EQ(Wait(limiter, false, 4096, now), 0);
+  EXPECT_EQ(Wait(limiter, false, 4096, now), kSecond / 10);
+  const uint64_t generation = limiter.generation();
   limits.read_iops = {1000, 1};
   limiter.Set(limits, now);
+  EXPECT_NE(limiter.generation(), generation);
   EXPECT_EQ(limiter.limits().read_iops.rate, 1000u);
-  EXPECT_EQ(Admit(limiter, false, 4096, now + kSecond / 1000), 0);
+  // The two requests charged drain at the new rate: 2 ms, not 200.
+  EXPECT_EQ(Wait(limiter, false, 4096, now), 2 * kSecond / 1000);
   limiter.Set({}, now);
   EXPECT_TRUE(limiter.unlimited());
 }
@@ -105,7 +124,7 @@ TEST(Limiter, TwoQueuesTogetherGetNoMoreThanTheBucketHolds) {
   std::atomic<int> admitted{0};
   auto queue = [&] {
     for (int i = 0; i < 5000; ++i) {
-      if (Admit(limiter, i % 2 == 0, 4096, kSecond) == 0) admitted.fetch_add(1);
+      if (Wait(limiter, i % 2 == 0, 4096, kSecond) == 0) admitted.fetch_add(1);
     }
   };
   std::thread a(queue);

@@ -1,6 +1,7 @@
 // The throttling wrapper around a backend, driven without a queue: requests within the limits
-// go straight through, the others wait in order for the timer the turn arms, and a limit raised
-// meanwhile lets them go at its next firing.
+// go straight through, the others wait in order for the timer the turn arms, the oldest is
+// charged once however often the timer fires, and a limit raised meanwhile lets them go at its
+// next firing.
 #include "server/qos/throttling_backend.h"
 
 #include <memory>
@@ -110,6 +111,29 @@ TEST_F(ThrottlingBackendTest, RequestsOverTheLimitWaitInOrderForTheTimer) {
   EXPECT_EQ(limiter_->counts().requests, 2u);
   backend_->EndOfTurn();
   EXPECT_TRUE(Queued().empty());
+}
+
+TEST_F(ThrottlingBackendTest, TheOldestWaitingRequestIsChargedOnceHoweverOftenTheTimerFires) {
+  IoLimits limits;
+  limits.read_iops = {1, 1};
+  limiter_->Set(limits, MonotonicNs());
+  backend_->Submit(1, Read());  // goes
+  backend_->Submit(2, Read());  // its place: a second from now
+  backend_->Submit(3, Read());  // behind it, not charged yet
+  EXPECT_EQ(submitted_, std::vector<uint16_t>{1});
+  io_uring_cqe fired{};
+  fired.user_data = EncodeUserData(CqeKind::kThrottle, 0);
+  fired.res = -ETIME;
+  for (int i = 0; i < 3; ++i) {
+    backend_->EndOfTurn();
+    backend_->OnCompletion(0, fired);
+  }
+  EXPECT_EQ(submitted_, std::vector<uint16_t>{1});
+  // Two charged (1 and 2): a read asking elsewhere now goes two seconds from now, not four.
+  const int64_t now = MonotonicNs();
+  const int64_t wait = limiter_->Reserve(false, 4096, now) - now;
+  EXPECT_GT(wait, 1900000000);
+  EXPECT_LE(wait, 2000000000);
 }
 
 }  // namespace

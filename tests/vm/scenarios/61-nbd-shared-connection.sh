@@ -26,7 +26,7 @@ server_errors_are_counted() {
     >>"$LOG_DIR/nbdkit-err.log" 2>&1 &
   local pid=$!
   on_exit kill -KILL "$pid"
-  wait_for "nbdkit on $WORK/err.sock" 30 test -S "$WORK/err.sock"
+  wait_for "nbdkit on $WORK/err.sock" 30 unix_listening "$WORK/err.sock"
   ctl create-volume e1 --size 16M --queues 2 --backend "nbd+unix:///?socket=$WORK/err.sock"
   ctl create-volume quiet --size 16M --backend null://
   local dev
@@ -72,7 +72,7 @@ start_shared_nbdkit() {
     multi-conn-mode=disable logfile="$WORK/nbdkit-requests.log" logappend=true \
     >>"$LOG_DIR/nbdkit-shared.log" 2>&1 &
   SHARED_PID=$!
-  wait_for "nbdkit on $WORK/shared.sock" 30 test -S "$WORK/shared.sock"
+  wait_for "nbdkit on $WORK/shared.sock" 30 unix_listening "$WORK/shared.sock"
 }
 
 connections_seen() { grep -c ' Connect ' "$WORK/nbdkit-requests.log" || true; }

@@ -17,7 +17,7 @@ start_nbdkit() {
   rm -f "$WORK/nbd.sock"
   nbdkit -f -U "$WORK/nbd.sock" -e disk file "$WORK/remote.img" >>"$LOG_DIR/nbdkit.log" 2>&1 &
   SERVER_PID=$!
-  wait_for "nbdkit on $WORK/nbd.sock" 30 test -S "$WORK/nbd.sock"
+  wait_for "nbdkit on $WORK/nbd.sock" 30 unix_listening "$WORK/nbd.sock"
 }
 
 start_qemu_nbd() {
@@ -25,7 +25,7 @@ start_qemu_nbd() {
   qemu-nbd -t -k "$WORK/nbd.sock" -f raw -x disk --shared=8 "$WORK/remote.img" \
     >>"$LOG_DIR/qemu-nbd.log" 2>&1 &
   SERVER_PID=$!
-  wait_for "qemu-nbd on $WORK/nbd.sock" 30 test -S "$WORK/nbd.sock"
+  wait_for "qemu-nbd on $WORK/nbd.sock" 30 unix_listening "$WORK/nbd.sock"
 }
 
 start_nbd_server() {
@@ -42,7 +42,7 @@ CONF
   nbd-server -C "$WORK/nbd-server.conf" -p "$WORK/nbd-server.pid" >>"$LOG_DIR/nbd-server.log" 2>&1
   wait_for "nbd-server's pid file" 30 test -s "$WORK/nbd-server.pid"
   SERVER_PID="$(cat "$WORK/nbd-server.pid")"
-  wait_for "nbd-server on $WORK/nbd.sock" 30 test -S "$WORK/nbd.sock"
+  wait_for "nbd-server on $WORK/nbd.sock" 30 unix_listening "$WORK/nbd.sock"
 }
 
 writes_done() {

@@ -17,7 +17,7 @@ start_server() {
   TMPDIR="$WORK" nbdkit -f -U "$WORK/cache.sock" --filter=cache file "$WORK/cached.img" cache=writeback \
     >>"$LOG_DIR/nbdkit-cache.log" 2>&1 &
   SERVER_PID=$!
-  wait_for "nbdkit on $WORK/cache.sock" 30 test -S "$WORK/cache.sock"
+  wait_for "nbdkit on $WORK/cache.sock" 30 unix_listening "$WORK/cache.sock"
 }
 
 crash_server() {

@@ -90,7 +90,7 @@ blk-csi --endpoint "unix://$CSI_SOCKET" --agent-socket "$AGENT_SOCKET" --node-id
 CSI_PID=$!
 on_exit stop_csi
 on_exit unmount_all
-wait_for "blk-csi on $CSI_SOCKET" 30 test -S "$CSI_SOCKET"
+wait_for "blk-csi on $CSI_SOCKET" 30 unix_listening "$CSI_SOCKET"
 expect_eq "EXPAND_VOLUME capability" 1 "$(csi NodeGetCapabilities | grep -c 'type: EXPAND_VOLUME')"
 cap='volume_capability { mount { fs_type: "ext4" } access_mode { mode: SINGLE_NODE_WRITER } }'
 staging="$WORK/staging/vfs" pod="$WORK/pods/a/mount"

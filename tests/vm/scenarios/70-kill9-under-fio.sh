@@ -52,7 +52,7 @@ main() {
     >>"$LOG_DIR/nbdkit.log" 2>&1 &
   NBDKIT_PID=$!
   on_exit kill "$NBDKIT_PID"
-  wait_for "nbdkit on $WORK/nbd.sock" 30 test -S "$WORK/nbd.sock"
+  wait_for "nbdkit on $WORK/nbd.sock" 30 unix_listening "$WORK/nbd.sock"
 
   start_agent --on-exit delete
   ctl create-volume crashy --size 64M --queues 2 --backend "file://$WORK/crashy.img"

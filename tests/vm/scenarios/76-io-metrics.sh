@@ -200,7 +200,7 @@ main() {
     error-file="$WORK/fail-now" >>"$LOG_DIR/nbdkit.log" 2>&1 &
   local nbdkit_pid=$!
   on_exit kill -KILL "$nbdkit_pid"
-  wait_for "nbdkit on $WORK/err.sock" 30 test -S "$WORK/err.sock"
+  wait_for "nbdkit on $WORK/err.sock" 30 unix_listening "$WORK/err.sock"
   ctl create-volume e --size 16M --backend "nbd+unix:///?socket=$WORK/err.sock"
   local edev e0
   edev="$(volume_device e)"

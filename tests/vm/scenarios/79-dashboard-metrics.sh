@@ -85,7 +85,7 @@ main() {
   nbdkit -f -U "$WORK/nbd.sock" memory 64M >>"$LOG_DIR/nbdkit.log" 2>&1 &
   local nbdkit_pid=$!
   on_exit kill_quietly "$nbdkit_pid"
-  wait_for "nbdkit on $WORK/nbd.sock" 30 test -S "$WORK/nbd.sock"
+  wait_for "nbdkit on $WORK/nbd.sock" 30 unix_listening "$WORK/nbd.sock"
 
   start_agent --on-exit delete --metrics-address 127.0.0.1:9477 --watch-block-devices nullb0
   start_prometheus "$src/deploy/prometheus/blk-alerts.yaml"

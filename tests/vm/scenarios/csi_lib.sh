@@ -20,7 +20,7 @@ start_csi() {
   CSI_PID=$!
   on_exit stop_csi
   on_exit unmount_all
-  wait_for "blk-csi on $CSI_SOCKET" 30 test -S "$CSI_SOCKET"
+  wait_for "blk-csi on $CSI_SOCKET" 30 unix_listening "$CSI_SOCKET"
 }
 
 csi() { blk_csi_client "unix://$CSI_SOCKET" "$@"; }

@@ -15,6 +15,7 @@
 #                               agent, not the kernel (all.sh skips the others unstarted)
 #   step MESSAGE                print a heading
 #   wait_for DESC SECONDS CMD...   poll CMD until it succeeds, or fail
+#   unix_listening PATH         a server listens on the Unix socket PATH
 #   expect_eq DESC EXPECTED ACTUAL
 #   expect_fail DESC CMD...     CMD must fail; its output is kept in $EXPECT_OUTPUT
 #   expect_fail_with PATTERN DESC CMD...   ... and its output must match PATTERN
@@ -133,6 +134,10 @@ wait_gone() {
     sleep 0.1
   done
 }
+
+# Succeeds once a process listens on the Unix socket PATH: the file appears at bind(), before
+# listen(), and a connect in between is refused.
+unix_listening() { [[ -n "$(ss -Hx state listening src "$1" 2>/dev/null)" ]]; }
 
 wait_for() {
   local desc="$1" seconds="$2"

@@ -248,6 +248,7 @@ absl::Status Device::StartQueues(uint32_t max_io_bytes) {
   char_fd_ = std::move(*char_fd);
 
   const std::vector<int> allowed = AllowedCpus();
+  const std::vector<cpu_set_t> numa_nodes = NumaNodeCpus();
   for (uint16_t q = 0; q < config_.queues; ++q) {
     QueueSetup setup;
     setup.device_id = dev_id_;
@@ -266,7 +267,7 @@ absl::Status Device::StartQueues(uint32_t max_io_bytes) {
     absl::StatusOr<cpu_set_t> cpus = control_->GetQueueAffinity(dev_id_, q);
     if (!cpus.ok()) return cpus.status();
     setup.hctx_cpus = *cpus;
-    setup.thread_cpus = QueueThreadCpus(config_.placement, q, *cpus, allowed);
+    setup.thread_cpus = QueueThreadCpus(config_.placement, q, *cpus, allowed, numa_nodes);
     queue_stats_[q].hctx_cpus = setup.hctx_cpus;
     queue_stats_[q].thread_cpus = setup.thread_cpus;
     setup.stats = &queue_stats_[q];

@@ -6,7 +6,9 @@
 #   defaults  out of the box: a fresh agent without flags and one null volume
 #         of 2 queues (the README's command), against kublk's null target and
 #         null_blk, nothing else alive; fio iops with 2 jobs, 4 s, no ramp
-#         (unless BLK_BENCH_RUNTIME, BLK_BENCH_RAMP say otherwise).
+#         (unless BLK_BENCH_RUNTIME, BLK_BENCH_RAMP say otherwise). Then, where
+#         the VM has an NVMe namespace, the same agent's NVMe volume of 2
+#         queues against raw passthrough and the block device (defaults-nvme).
 #   null  a `null` volume of 2 queues made by BUILD_DIR/bin/blkagent, the same
 #         from an agent with --metrics-address off (no per-I/O statistics),
 #         the same from an agent with --batch-io off (classic per-request
@@ -17,6 +19,11 @@
 #         the kernel's null_blk, kublk's null target (`kublk add -t null -q 2`)
 #         and the same with -b (BATCH_IO), where this kernel's kublk has it.
 #         fio: iops with 2 jobs, lat, seq.
+#   placement  where the queue threads run: one agent, three null volumes of
+#         2 queues (--placement hctx, node, and 1,0: each thread on the other
+#         CPU), fio iops with 1, 2 and 4 jobs, then 2 jobs with every CPU
+#         busy (one spinning thread pinned to each: a node whose applications
+#         leave no idle CPU), which writes a second group, placement-busy.
 #   nvme  one NVMe namespace (4096-byte LBAs): /dev/ngXnY through fio's
 #         io_uring_cmd passthrough (the ceiling), its block device, an
 #         NVMe volume of 2 queues in copy and in zero-copy mode (where the
@@ -42,7 +49,9 @@
 #              BLK_BENCH_TESTS (smoke runs, see lib.sh),
 #              BLK_BENCH_KUBLK (kublk binary, from tests/bench/fetch-kublk.sh;
 #              without it the null and nvme groups say kublk is not available),
-#              BLK_BENCH_MODBASE (modules tree for modprobe -d: nbd.ko)
+#              BLK_BENCH_MODBASE (modules tree for modprobe -d: nbd.ko),
+#              BLK_BENCH_PLACEMENT_JOBS (the placement group's fio job counts,
+#              default "1 2 4")
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 
@@ -216,6 +225,66 @@ main() {
     bench_ratio defaults "null volume, defaults / null_blk (out of the box)" ours null_blk
     [[ "$kublk" == - ]] || kublk_del 100
     ctl delete-volume pn >/dev/null
+    # The same for an NVMe volume, where the VM has the bench's namespace (run.sh gives it one when
+    # the group runs): the agent's defaults against the namespace itself, the whole of it.
+    local blk
+    if blk="$(nvme_namespace 4096 2>/dev/null)"; then
+      local ng="/dev/ng${blk#/dev/nvme}"
+      ctl create-volume pv --queues 2 --backend "nvme://$ng" >/dev/null
+      bench_group defaults-nvme "out of the box: the same agent's NVMe volume, 2 queues" "iops" \
+        "--numjobs=2" \
+        "ours|NVMe volume, the agent's defaults ($(ctl get-volume pv -o json |
+          jq -r .volume.status.copyMode))|$(volume_device pv)|" \
+        "raw|NVMe passthrough $ng (fio io_uring_cmd)|$ng|--ioengine=io_uring_cmd --cmd_type=nvme --direct=0" \
+        "block|block device $blk|$blk|"
+      bench_ratio defaults-nvme "NVMe volume, defaults / raw passthrough (out of the box)" ours raw
+      bench_ratio defaults-nvme "NVMe volume, defaults / block device (out of the box)" ours block
+      ctl delete-volume pv >/dev/null
+    fi
+    stop_agent >/dev/null
+  }
+
+  # Which --placement serves best, by how many threads submit and whether any CPU is idle
+  # (docs/benchmarks.md, "Where the queue threads run").
+  group_placement() {
+    start_agent --log-level warn --metrics-address 127.0.0.1:9477
+    local placement metrics=http://127.0.0.1:9477/metrics
+    for placement in hctx node 1,0; do
+      ctl create-volume "pl-${placement/,/-}" --size 4G --backend null:// --queues 2 \
+        --placement "$placement" >/dev/null
+    done
+    local hctx node moved="-"
+    hctx="$(volume_device pl-hctx)" node="$(volume_device pl-node)"
+    (($(nproc) != 2)) || moved="$(volume_device pl-1-0)"
+    local devices=() jobs job_counts
+    read -ra job_counts <<<"${BLK_BENCH_PLACEMENT_JOBS:-1 2 4}"
+    for jobs in "${job_counts[@]}"; do
+      devices+=("hctx$jobs|--placement hctx, $jobs fio jobs|$hctx|--numjobs=$jobs|$metrics pl-hctx"
+        "node$jobs|--placement node, $jobs fio jobs|$node|--numjobs=$jobs|$metrics pl-node"
+        "moved$jobs|--placement 1,0, $jobs fio jobs|$moved|--numjobs=$jobs|$metrics pl-1-0")
+    done
+    bench_group placement "null volumes of 2 queues, by placement and fio jobs" "iops" "" "${devices[@]}"
+    for jobs in "${job_counts[@]}"; do
+      bench_ratio placement "node / hctx, $jobs fio jobs" "node$jobs" "hctx$jobs"
+      bench_ratio placement "1,0 / hctx, $jobs fio jobs" "moved$jobs" "hctx$jobs"
+    done
+    local cpu hogs=()
+    for ((cpu = 0; cpu < $(nproc); cpu++)); do
+      taskset -c "$cpu" bash -c 'while :; do :; done' &
+      hogs+=("$!")
+    done
+    bench_group placement-busy "the same with one spinning thread pinned to every CPU" "iops" \
+      "--numjobs=2" \
+      "hctx|--placement hctx, 2 fio jobs, CPUs busy|$hctx||$metrics pl-hctx" \
+      "node|--placement node, 2 fio jobs, CPUs busy|$node||$metrics pl-node" \
+      "moved|--placement 1,0, 2 fio jobs, CPUs busy|$moved||$metrics pl-1-0"
+    kill "${hogs[@]}"
+    wait "${hogs[@]}" 2>/dev/null || true
+    bench_ratio placement-busy "node / hctx, CPUs busy" node hctx
+    bench_ratio placement-busy "1,0 / hctx, CPUs busy" moved hctx
+    for placement in hctx node 1,0; do
+      ctl delete-volume "pl-${placement/,/-}" >/dev/null
+    done
     stop_agent >/dev/null
   }
 
@@ -372,8 +441,8 @@ main() {
   for group in "$@"; do
     step "group $group"
     case "$group" in
-      defaults | null | nvme | fabric | nbd) "group_$group" ;;
-      *) fail "unknown group '$group' (want defaults, null, nvme, fabric or nbd)" ;;
+      defaults | null | placement | nvme | fabric | nbd) "group_$group" ;;
+      *) fail "unknown group '$group' (want defaults, null, placement, nvme, fabric or nbd)" ;;
     esac
   done
 }

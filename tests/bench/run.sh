@@ -4,11 +4,14 @@
 # Every comparison of issue 11 in one VM boot per kernel (tests/bench/guest.sh
 # has the details), GROUP being:
 #   defaults  out of the box: a fresh agent's null volume (no flags) vs kublk
-#         and null_blk, alone, 4 s rounds: the README's headline figure
+#         and null_blk, alone, 4 s rounds: the README's headline figure; then
+#         the same agent's NVMe volume vs raw passthrough and the block device
 #   null  our `null` volume vs kublk's null target (`kublk add -t null -q 2`,
 #         and with -b, batch), vs null_blk, and with per-I/O statistics vs
 #         without (--metrics-address off), and batch I/O commands (UBLK_F_BATCH_IO
 #         where offered) vs classic (--batch-io off)
+#   placement  null volumes with --placement hctx, node and 1,0, by fio jobs (1, 2, 4), and with
+#         every CPU busy (not in `all`: a question for one boot, not a comparison to repeat)
 #   nvme  an NVMe volume (copy, zero copy) vs raw passthrough and the block device
 #   fabric  an NVMe/TCP volume vs raw passthrough on the same namespace's head and its block device
 #   nbd   an NBD volume (batch, classic, and put back to mq-deadline) vs the kernel's NBD client
@@ -41,8 +44,8 @@ main() {
   ((${#groups[@]} > 0)) || groups=(all)
   [[ "${groups[*]}" != all ]] || groups=(defaults null nvme fabric nbd)
   for group in "${groups[@]}"; do
-    [[ "$group" =~ ^(defaults|null|nvme|fabric|nbd)$ ]] || {
-      echo "bench: unknown group '$group' (want all, defaults, null, nvme, fabric or nbd)" >&2
+    [[ "$group" =~ ^(defaults|null|placement|nvme|fabric|nbd)$ ]] || {
+      echo "bench: unknown group '$group' (want all, defaults, null, placement, nvme, fabric or nbd)" >&2
       exit 2
     }
   done
@@ -67,8 +70,9 @@ main() {
   read -ra kernels <<<"${BLK_BENCH_KERNELS:-newest}"
 
   # Enough for 3 rounds of 10 s runs of every group (null: 8 devices x 3 tests, nvme: 6 x 3,
-  # fabric: 3 x 3, nbd: 6 x 3; defaults: 3 x 1 of 4 s), with room for boot and setup.
-  local runs_per_round=$((8 * 3 + 6 * 3 + 3 * 3 + 6 * 3))
+  # fabric: 3 x 3, nbd: 6 x 3, placement: 12 x 1; defaults: 6 x 1 of 4 s), with room for boot and
+  # setup.
+  local runs_per_round=$((8 * 3 + 6 * 3 + 3 * 3 + 6 * 3 + 12))
   local timeout_s=$((600 + ${BLK_BENCH_ROUNDS:-3} * runs_per_round * (${BLK_BENCH_RUNTIME:-10} + 5)))
   local status=0 kernel kernel_dir kublk_dir
   for kernel in "${kernels[@]}"; do
@@ -86,7 +90,7 @@ main() {
     export BLK_BENCH_MODBASE
     local vm_args=(--kernel "$kernel" --out "$out/$kernel" --keep "$build_dir" --timeout "$timeout_s")
     rm -rf "$out/$kernel/groups"
-    if [[ " ${groups[*]} " == *" nvme "* ]]; then
+    if [[ " ${groups[*]} " =~ " "(defaults|nvme)" " ]]; then
       mkdir -p "$out/$kernel"
       truncate -s 1G "$out/$kernel/nvme-bench.img"
       vm_args+=(--nvme "$out/$kernel/nvme-bench.img:4096")

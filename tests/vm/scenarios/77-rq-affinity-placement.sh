@@ -157,6 +157,17 @@ check_volumes() {
   expect_queue_cpus lst "$lst_id" 1 "$last_cpu"
   expect_placement_info spr spread
   expect_placement_info lst "$last_cpu"
+  expect_node_placement nod
+}
+
+# The VM has one NUMA node: --placement node is then every CPU the agent may use.
+expect_node_placement() {
+  local devid q
+  devid="$(device_number "$1")"
+  for q in 0 1; do
+    expect_queue_cpus "$1" "$devid" "$q" "${allowed[*]}"
+  done
+  expect_placement_info "$1" node
 }
 
 main() {
@@ -227,6 +238,11 @@ main() {
   ctl create-volume lst --size 16M --backend null:// --queues 2 --placement "$last_cpu" >/dev/null
   expect_eq "lst: placement in get-volume" "$last_cpu" \
     "$(volume_json lst | jq -r '.volume.placement')"
+
+  step "placement: node lets each queue thread run on the allowed CPUs of its hctx CPUs' NUMA nodes"
+  [[ ! -e /sys/devices/system/node/node1 ]] || fail "more than one NUMA node: this step assumes one"
+  ctl create-volume nod --size 16M --backend null:// --queues 2 --placement node >/dev/null
+  expect_eq "nod: placement in get-volume" node "$(volume_json nod | jq -r '.volume.placement')"
   check_volumes "creating them"
 
   step "completion locality: fio pinned to one CPU, queue threads placed elsewhere count remote"

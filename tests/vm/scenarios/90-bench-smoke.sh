@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The benchmark still runs (newest kernel only: one kernel shows it does):
 # tests/bench/guest.sh's defaults group (a fresh agent's volume, alone with
-# kublk and null_blk) and null group, 1 round of 1 s 4k randread runs without
-# warm-up, on our null volume, the metrics-off one, the classic one
+# kublk and null_blk; its NVMe part where the VM has a 4096-byte namespace)
+# and null group, 1 round of 1 s 4k randread runs without warm-up (the
+# placement group, seconds per run with every CPU spinning, stays out), on
+# our null volume, the metrics-off one, the classic one
 # (--batch-io off), null_blk and, where
 # tests/bench/fetch-kublk.sh has cached it for this kernel, kublk and kublk -b;
 # then tests/bench/report.sh prints its table, which must carry a number for
@@ -38,6 +40,11 @@ for device in "ublk null volume, the agent's defaults" \
 done
 if [[ -n "${BLK_BENCH_KUBLK:-}" ]]; then
   table_has "kublk -t null -q 2" '[0-9]+' || fail "no IOPS for kublk in the table"
+fi
+if (nvme_namespace 4096 >/dev/null 2>&1); then
+  table_has "NVMe volume, the agent's defaults (zero_copy)" '[0-9]+' ||
+    table_has "NVMe volume, the agent's defaults (copy)" '[0-9]+' ||
+    fail "no IOPS for the defaults group's NVMe volume in the table"
 fi
 table_has "null volume / null_blk" '[0-9.]+x( [(][0-9.]+-[0-9.]+[)])?' || fail "no ratio null volume / null_blk in the table"
 # Where the CPU went: our queue threads served every read of our volume, and some of their time

@@ -92,7 +92,9 @@ TEST(Limiter, ALargeRequestKeepsItsPlaceAmongAStreamOfSmallOnes) {
       large_goes_at = limiter.Reserve(false, kMaxRequest, now);
     }
     now = std::max(now, limiter.Reserve(false, 4096, now));
-    if (large_goes_at >= 0) ASSERT_GE(now, large_goes_at) << "a later small read went first";
+    if (large_goes_at >= 0) {
+      ASSERT_GE(now, large_goes_at) << "a later small read went first";
+    }
   }
   ASSERT_GE(large_goes_at, 0);
   // It waited for what was charged before it: the bucket's half second and a small read or two.

@@ -8,7 +8,7 @@ packages=(
   # libclang-rt-14-dev: the sanitizer runtimes and headers (scripts/sanitize.sh, tests/fuzz)
   build-essential cmake ninja-build pkg-config clang-format clang clang-tidy libclang-rt-14-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
-  liburing-dev libspdlog-dev prometheus-cpp-dev libcli11-dev libgtest-dev libgmock-dev
+  liburing-dev libspdlog-dev prometheus-cpp-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   libbpf-dev bpftool libsystemd-dev ccache
   # tests, demo, VM test bed
   fio curl nbdkit nbd-client nbd-server qemu-utils jq kmod xz-utils busybox-static qemu-system-x86 iproute2 procps nvme-cli strace

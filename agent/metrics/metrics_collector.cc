@@ -133,7 +133,7 @@ void AppendTuningFamilies(const std::vector<v1::Volume>& volumes,
              MetricType::Gauge);
   MetricFamily placement = Family(
       "blk_volume_placement_info",
-      "Where the volume's queue threads run: hctx, spread or a CPU list.", MetricType::Gauge);
+      "Where the volume's queue threads run: hctx, node, spread or a CPU list.", MetricType::Gauge);
   for (const v1::Volume& volume : volumes) {
     AddSample(placement, {{"volume", volume.id()}, {"placement", volume.placement()}}, 1);
     if (!volume.status().has_rq_affinity()) continue;  // no device to read it from

@@ -3,14 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <system_error>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
-#include "common/read_file.h"
 
 namespace blk::server {
 namespace {
@@ -87,25 +83,6 @@ std::vector<int> AllowedCpus() {
   CPU_ZERO(&set);
   if (::sched_getaffinity(::getpid(), sizeof(set), &set) != 0) return {};
   return CpusOf(set);
-}
-
-std::vector<cpu_set_t> NumaNodeCpus(const std::string& node_dir) {
-  std::vector<cpu_set_t> nodes;
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(node_dir, error)) {
-    const std::string name = entry.path().filename().string();
-    if (!absl::StartsWith(name, "node") || name.size() == 4 ||
-        name.find_first_not_of("0123456789", 4) != std::string::npos) {
-      continue;
-    }
-    absl::StatusOr<std::string> text = ReadFileToString(entry.path() / "cpulist");
-    if (!text.ok()) continue;
-    const absl::string_view list = absl::StripAsciiWhitespace(*text);
-    absl::StatusOr<std::vector<int>> cpus =
-        ParseCpuList(std::string_view(list.data(), list.size()));
-    if (cpus.ok()) nodes.push_back(CpuSetOf(*cpus));
-  }
-  return nodes;
 }
 
 }  // namespace blk::server

@@ -27,8 +27,4 @@ cpu_set_t CpuSetOf(const std::vector<int>& cpus);
 // does not change.
 std::vector<int> AllowedCpus();
 
-// Each NUMA node's CPUs, from `node_dir`'s node*/cpulist (sysfs); nodes without CPUs are left out.
-// Empty when the kernel has no such directory (built without NUMA): one node of every CPU.
-std::vector<cpu_set_t> NumaNodeCpus(const std::string& node_dir = "/sys/devices/system/node");
-
 }  // namespace blk::server

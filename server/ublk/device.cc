@@ -17,6 +17,7 @@
 #include "server/qos/throttling_backend.h"
 #include "server/ublk/abi.h"
 #include "server/ublk/cpu_list.h"
+#include "server/ublk/numa_nodes.h"
 #include "server/ublk/opener.h"
 #include "server/ublk/params.h"
 #include "server/ublk/placement.h"

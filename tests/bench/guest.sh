@@ -23,7 +23,9 @@
 #         2 queues (--placement hctx, node, and 1,0: each thread on the other
 #         CPU), fio iops with 1, 2 and 4 jobs, then 2 jobs with every CPU
 #         busy (one spinning thread pinned to each: a node whose applications
-#         leave no idle CPU), which writes a second group, placement-busy.
+#         leave no idle CPU), which writes a second group, placement-busy;
+#         and QD1 latency (placement-qd1), with NVMe volumes (hctx, node) on
+#         the bench's namespace beside the null ones.
 #   nvme  one NVMe namespace (4096-byte LBAs): /dev/ngXnY through fio's
 #         io_uring_cmd passthrough (the ceiling), its block device, an
 #         NVMe volume of 2 queues in copy and in zero-copy mode (where the
@@ -248,8 +250,9 @@ main() {
   # (docs/benchmarks.md, "Where the queue threads run").
   group_placement() {
     start_agent --log-level warn --metrics-address 127.0.0.1:9477
-    local placement metrics=http://127.0.0.1:9477/metrics
-    for placement in hctx node 1,0; do
+    local placement placements=(hctx node) metrics=http://127.0.0.1:9477/metrics
+    (($(nproc) != 2)) || placements+=("1,0")
+    for placement in "${placements[@]}"; do
       ctl create-volume "pl-${placement/,/-}" --size 4G --backend null:// --queues 2 \
         --placement "$placement" >/dev/null
     done
@@ -282,7 +285,30 @@ main() {
     wait "${hogs[@]}" 2>/dev/null || true
     bench_ratio placement-busy "node / hctx, CPUs busy" node hctx
     bench_ratio placement-busy "1,0 / hctx, CPUs busy" moved hctx
-    for placement in hctx node 1,0; do
+    # One submitter at QD1: a read's latency, with the NVMe volume beside the null one where the VM
+    # has the bench's namespace.
+    local nvme_devices=() blk offset=0
+    if blk="$(nvme_namespace 4096 2>/dev/null)"; then
+      for placement in hctx node; do
+        ctl create-volume "pv-$placement" --queues 2 --size 256M \
+          --backend "nvme://${blk/nvme/ng}?offset=$offset" --placement "$placement" >/dev/null
+        nvme_devices+=("nvme-$placement|NVMe volume, --placement $placement|$(volume_device "pv-$placement")||$metrics pv-$placement")
+        offset=$((offset + 256 * 1024 * 1024))
+      done
+    fi
+    bench_group placement-qd1 "4k randread at QD1, 1 fio job, by placement" "lat" "" \
+      "hctx|null volume, --placement hctx|$hctx||$metrics pl-hctx" \
+      "node|null volume, --placement node|$node||$metrics pl-node" \
+      "moved|null volume, --placement 1,0|$moved||$metrics pl-1-0" \
+      "${nvme_devices[@]}"
+    bench_ratio placement-qd1 "null volume, node / hctx" node hctx
+    bench_ratio placement-qd1 "null volume, 1,0 / hctx" moved hctx
+    bench_ratio placement-qd1 "NVMe volume, node / hctx" nvme-node nvme-hctx
+    if [[ -n "$blk" ]]; then
+      ctl delete-volume pv-hctx >/dev/null
+      ctl delete-volume pv-node >/dev/null
+    fi
+    for placement in "${placements[@]}"; do
       ctl delete-volume "pl-${placement/,/-}" >/dev/null
     done
     stop_agent >/dev/null

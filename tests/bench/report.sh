@@ -26,7 +26,7 @@ main() {
           | if length == 0 then null else [min, max] end end;
       { flavour: $flavour, kernel: .[0].kernel, runtime_seconds: .[0].runtime_seconds,
         rounds: .[0].rounds,
-        groups: sort_by({ defaults: 0, "defaults-nvme": 0.5, null: 1, placement: 1.1, "placement-busy": 1.2, nvme: 2, fabric: 3, nbd: 4 }[.group] // 9) | map(. as $g
+        groups: sort_by({ defaults: 0, "defaults-nvme": 0.5, null: 1, placement: 1.1, "placement-busy": 1.2, "placement-qd1": 1.3, nvme: 2, fabric: 3, nbd: 4 }[.group] // 9) | map(. as $g
           | .ratios |= map(. as $r
             | ($g.devices[] | select(.key == $r.a)) as $da | ($g.devices[] | select(.key == $r.b)) as $db
             | $da.median as $a | $db.median as $b

@@ -90,7 +90,7 @@ main() {
     export BLK_BENCH_MODBASE
     local vm_args=(--kernel "$kernel" --out "$out/$kernel" --keep "$build_dir" --timeout "$timeout_s")
     rm -rf "$out/$kernel/groups"
-    if [[ " ${groups[*]} " =~ " "(defaults|nvme)" " ]]; then
+    if [[ " ${groups[*]} " =~ " "(defaults|placement|nvme)" " ]]; then
       mkdir -p "$out/$kernel"
       truncate -s 1G "$out/$kernel/nvme-bench.img"
       vm_args+=(--nvme "$out/$kernel/nvme-bench.img:4096")

@@ -237,7 +237,7 @@ void AddCreateVolume(CLI::App& app, Invocation& invocation) {
                    "Completion CPU policy (queue/rq_affinity): 0, 1 or 2 (default: the kernel's)")
       ->check(CLI::NonNegativeNumber);
   command->add_option("--placement", create->placement,
-                      "Queue threads: hctx (default), node, spread, or a CPU list such as 0,2-3");
+                      "Queue threads: node (default), hctx, spread, or a CPU list such as 0,2-3");
   AddLimitOptions(*command, create->limits);
   AddOutputOption(*command, invocation.format_text);
   command->callback([&invocation, create, size_option] {

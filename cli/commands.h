@@ -46,7 +46,7 @@ struct CreateVolumeFlags {
   bool poll = false;
   uint32_t io_timeout_seconds = 0;      // NBD backends; 0: the agent's default
   std::optional<uint32_t> rq_affinity;  // unset: the kernel's default
-  std::string placement;                // empty: the agent's default (hctx)
+  std::string placement;                // empty: the agent's default (node)
   LimitFlags limits;                    // none given: unlimited
 };
 

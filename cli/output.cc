@@ -133,7 +133,7 @@ std::string RenderVolume(const blk::v1::Volume& volume) {
       {"queue depth", absl::StrCat(OrDefault(volume.queue_depth(), kDefaultQueueDepth))},
       {"read only", volume.read_only() ? "yes" : "no"},
       {"fail fast", volume.fail_fast() ? "yes" : "no"},
-      {"placement", volume.placement().empty() ? "hctx" : volume.placement()},
+      {"placement", volume.placement().empty() ? "node" : volume.placement()},
       {"rq affinity", RenderRqAffinity(volume)},
       {"limits", RenderLimits(volume.limits())},
       {"state", StateName(status.state())},

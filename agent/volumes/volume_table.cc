@@ -26,6 +26,9 @@ v1::Volume IdentityOf(const v1::Volume& volume) {
   v1::Volume identity = SpecOf(volume);
   identity.clear_rq_affinity();
   identity.clear_limits();
+  // Placement too, though only creation sets it: a CreateVolume that leaves it to the default
+  // must find a volume made under an older default (hctx before node).
+  identity.clear_placement();
   // A fabric volume's head and marks are the agent's outputs.
   if (identity.nvme().has_fabric()) {
     identity.mutable_nvme()->clear_path();

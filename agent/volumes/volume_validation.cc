@@ -308,7 +308,7 @@ v1::Volume NormalizeVolumeSpec(const v1::Volume& requested) {
       if (canonical.ok()) path = *canonical;
     }
   }
-  // "", "hctx" mean the same, and so do "0-1" and "1,0"; text that does not parse is left for
+  // "", "node" mean the same, and so do "0-1" and "1,0"; text that does not parse is left for
   // validation to report.
   absl::StatusOr<server::QueuePlacement> placement = server::ParseQueuePlacement(spec.placement());
   if (placement.ok()) spec.set_placement(server::FormatQueuePlacement(*placement));

@@ -15,7 +15,7 @@ inline constexpr uint32_t kMaxQueueDepth = 4096;
 inline constexpr uint64_t kMaxSizeBytes = uint64_t{1} << 50;  // 1 PiB
 
 // Fills in the documented defaults (block size except for nvme, queues, depth,
-// placement "hctx", the io timeout of nbd and nvme-tcp volumes) and clears the
+// placement "node", the io timeout of nbd and nvme-tcp volumes) and clears the
 // output-only status, so that two requests meaning the same volume compare equal.
 // The output-only fields of an nvme fabric (nvme.path, agent_connected_paths) stay:
 // a restored record holds what the agent found.

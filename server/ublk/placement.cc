@@ -7,9 +7,9 @@ namespace blk::server {
 
 absl::StatusOr<QueuePlacement> ParseQueuePlacement(std::string_view text) {
   QueuePlacement placement;
-  if (text.empty() || text == "hctx") return placement;
-  if (text == "node") {
-    placement.kind = QueuePlacement::Kind::kNode;
+  if (text.empty() || text == "node") return placement;
+  if (text == "hctx") {
+    placement.kind = QueuePlacement::Kind::kHctx;
     return placement;
   }
   if (text == "spread") {

@@ -19,13 +19,14 @@ struct QueuePlacement {
     kSpread,  // queue i on one CPU: the i-th (round robin) of the CPUs the agent may use
     kCpus,    // queue i on one CPU: the i-th (round robin) of `cpus`
   };
-  Kind kind = Kind::kHctx;
-  std::vector<int> cpus;  // kCpus only: sorted, unique
+  Kind kind = Kind::kNode;  // the default
+  std::vector<int> cpus;    // kCpus only: sorted, unique
 
   friend bool operator==(const QueuePlacement&, const QueuePlacement&) = default;
 };
 
-// "" or "hctx", "node", "spread", or a CPU list ("0,2-3"). Anything else is InvalidArgument.
+// "hctx", "node" or "" (the default: node), "spread", or a CPU list ("0,2-3"). Anything else is
+// InvalidArgument.
 absl::StatusOr<QueuePlacement> ParseQueuePlacement(std::string_view text);
 // The canonical text: "hctx", "node", "spread" or a CPU list such as "0,2-3".
 std::string FormatQueuePlacement(const QueuePlacement& placement);

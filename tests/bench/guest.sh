@@ -181,7 +181,7 @@ main() {
     bench_ratio null "null volume / kublk null" ours kublk
     bench_ratio null "null volume / kublk -b null" ours kublk_b
     bench_ratio null "null volume, threads off their hctx CPU / kublk null" moved kublk
-    bench_ratio null "null volume, threads off their hctx CPU / hctx (the default)" moved ours
+    bench_ratio null "null volume, threads off their hctx CPU / the default (node)" moved ours
     bench_ratio null "null volume / null_blk" ours null_blk
     bench_ratio null "metrics on / off (null volume)" ours off
     bench_ratio null "io mode $ours_mode / classic (null volume)" ours classic

@@ -233,7 +233,7 @@ TEST_F(MetricsCollectorTest, RqAffinityItsRedirectionAndPlacementPerVolume) {
   const std::string text = Scrape();
   EXPECT_THAT(text, HasSubstr("blk_volume_rq_affinity{volume=\"v1\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("blk_volume_rq_affinity_redirected{volume=\"v1\"} 1\n"));
-  EXPECT_THAT(text, HasSubstr("blk_volume_placement_info{volume=\"v1\",placement=\"hctx\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("blk_volume_placement_info{volume=\"v1\",placement=\"node\"} 1\n"));
 }
 
 TEST_F(MetricsCollectorTest, WithoutAReadableRqAffinityOnlyThePlacementIsShown) {
@@ -241,7 +241,7 @@ TEST_F(MetricsCollectorTest, WithoutAReadableRqAffinityOnlyThePlacementIsShown) 
   const std::string text = Scrape();
   EXPECT_THAT(text, Not(HasSubstr("blk_volume_rq_affinity{volume=\"v1\"}")));
   EXPECT_THAT(text, Not(HasSubstr("blk_volume_rq_affinity_redirected{volume=\"v1\"}")));
-  EXPECT_THAT(text, HasSubstr("blk_volume_placement_info{volume=\"v1\",placement=\"hctx\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("blk_volume_placement_info{volume=\"v1\",placement=\"node\"} 1\n"));
 }
 
 TEST_F(MetricsCollectorTest, ThrottlingCountersAndTheLimitsThatAreSet) {

@@ -56,7 +56,8 @@ inflight_is_zero() { [[ "$(metric "blk_volume_inflight_ios{volume=\"$1\"}")" == 
 main() {
   pick_fio_engine
   start_agent --on-exit delete --metrics-address 127.0.0.1:9477
-  ctl create-volume n --size 256M --backend null:// --queues 2
+  # Pinned to its hctx CPUs (not the default, node): the serving queue's completions are local.
+  ctl create-volume n --size 256M --backend null:// --queues 2 --placement hctx
   ctl create-volume f --size 64M --backend "file://$WORK/f.img"
   local ndev fdev
   ndev="$(volume_device n)"

@@ -4,7 +4,7 @@
 # shows in get-volume and /metrics; invalid values are refused and change
 # nothing; completions are reported redirected exactly when the kernel
 # advertises UBLK_F_SUPPORT_RQ_AFFINITY; queue threads run where the placement
-# says (hctx, spread, a CPU list), so that fio pinned to one CPU gets remote
+# says (node, the default; hctx, spread, a CPU list), so that fio pinned to one CPU gets remote
 # completions where the thread serving it runs elsewhere; and all of it still
 # holds after kill -9 and restart (device recovered) and after the devices were
 # deleted and re-created.
@@ -216,8 +216,8 @@ main() {
   expect_redirected upd "$redirected"
   expect_redirected one "$redirected"
 
-  step "placement: hctx (the default) pins each queue thread to its hctx CPUs"
-  ctl create-volume hct --size 16M --backend null:// --queues 2 >/dev/null
+  step "placement: hctx pins each queue thread to its hctx CPUs"
+  ctl create-volume hct --size 16M --backend null:// --queues 2 --placement hctx >/dev/null
   local devid q hctx_cpus
   devid="$(device_number hct)"
   for q in 0 1; do
@@ -239,10 +239,14 @@ main() {
   expect_eq "lst: placement in get-volume" "$last_cpu" \
     "$(volume_json lst | jq -r '.volume.placement')"
 
-  step "placement: node lets each queue thread run on the allowed CPUs of its hctx CPUs' NUMA nodes"
+  step "placement: node (the default) lets each queue thread run on the allowed CPUs of its hctx CPUs' NUMA nodes"
   [[ ! -e /sys/devices/system/node/node1 ]] || fail "more than one NUMA node: this step assumes one"
-  ctl create-volume nod --size 16M --backend null:// --queues 2 --placement node >/dev/null
+  ctl create-volume nod --size 16M --backend null:// --queues 2 >/dev/null
   expect_eq "nod: placement in get-volume" node "$(volume_json nod | jq -r '.volume.placement')"
+  # Placement is set at creation: creating the volume again with another one is the same volume.
+  ctl create-volume nod --size 16M --backend null:// --queues 2 --placement hctx >/dev/null
+  expect_eq "nod: placement after a create asking for hctx" node \
+    "$(volume_json nod | jq -r '.volume.placement')"
   check_volumes "creating them"
 
   step "completion locality: fio pinned to one CPU, queue threads placed elsewhere count remote"

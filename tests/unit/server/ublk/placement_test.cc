@@ -11,9 +11,9 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 TEST(ParseQueuePlacement, KnowsHctxNodeSpreadAndCpuLists) {
-  EXPECT_EQ(ParseQueuePlacement("")->kind, QueuePlacement::Kind::kHctx);
-  EXPECT_EQ(ParseQueuePlacement("hctx")->kind, QueuePlacement::Kind::kHctx);
+  EXPECT_EQ(ParseQueuePlacement("")->kind, QueuePlacement::Kind::kNode);
   EXPECT_EQ(ParseQueuePlacement("node")->kind, QueuePlacement::Kind::kNode);
+  EXPECT_EQ(ParseQueuePlacement("hctx")->kind, QueuePlacement::Kind::kHctx);
   EXPECT_EQ(ParseQueuePlacement("spread")->kind, QueuePlacement::Kind::kSpread);
   absl::StatusOr<QueuePlacement> listed = ParseQueuePlacement("3,0-1");
   ASSERT_TRUE(listed.ok());
@@ -37,7 +37,8 @@ TEST(ParseQueuePlacement, SaysWhatIsWrongInsideAListOnlyForWhatLooksLikeOne) {
 }
 
 TEST(FormatQueuePlacement, IsCanonicalSoEqualPlacementsReadTheSame) {
-  EXPECT_EQ(FormatQueuePlacement(*ParseQueuePlacement("")), "hctx");
+  EXPECT_EQ(FormatQueuePlacement(*ParseQueuePlacement("")), "node");
+  EXPECT_EQ(FormatQueuePlacement(*ParseQueuePlacement("hctx")), "hctx");
   EXPECT_EQ(FormatQueuePlacement(*ParseQueuePlacement("node")), "node");
   EXPECT_EQ(FormatQueuePlacement(*ParseQueuePlacement("spread")), "spread");
   EXPECT_EQ(FormatQueuePlacement(*ParseQueuePlacement("1,0,2,3")), "0-3");
@@ -45,7 +46,7 @@ TEST(FormatQueuePlacement, IsCanonicalSoEqualPlacementsReadTheSame) {
 
 TEST(QueueThreadCpus, HctxPinsEachQueueToItsHctxSet) {
   const cpu_set_t hctx = CpuSetOf({2, 3});
-  EXPECT_THAT(CpusOf(QueueThreadCpus(QueuePlacement{}, 1, hctx, {0, 1, 2, 3}, {})),
+  EXPECT_THAT(CpusOf(QueueThreadCpus(*ParseQueuePlacement("hctx"), 1, hctx, {0, 1, 2, 3}, {})),
               ElementsAre(2, 3));
 }
 
@@ -82,7 +83,7 @@ TEST(QueueThreadCpus, NodeLetsEachQueueRunOnTheAllowedCpusOfItsHctxNodes) {
 }
 
 TEST(QueueThreadCpus, NodeWithoutNumaInformationIsEveryAllowedCpu) {
-  const QueuePlacement node{QueuePlacement::Kind::kNode, {}};
+  const QueuePlacement node;  // the default
   EXPECT_THAT(CpusOf(QueueThreadCpus(node, 0, CpuSetOf({1}), {0, 1}, {})), ElementsAre(0, 1));
 }
 

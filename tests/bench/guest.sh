@@ -119,6 +119,23 @@ main() {
     [[ ! -e "/dev/ublkc$1" ]] || "$BLK_BENCH_KUBLK" del -n "$1" >>"$LOG_DIR/kublk.log" 2>&1
   }
 
+  # start_cpu_hogs: a thread spinning on each CPU, pinned there, until stop_cpu_hogs (or exit).
+  cpu_hogs=()
+  start_cpu_hogs() {
+    local cpu
+    for ((cpu = 0; cpu < $(nproc); cpu++)); do
+      taskset -c "$cpu" bash -c 'while :; do :; done' &
+      cpu_hogs+=("$!")
+    done
+    on_exit stop_cpu_hogs
+  }
+  stop_cpu_hogs() {
+    ((${#cpu_hogs[@]})) || return 0
+    kill "${cpu_hogs[@]}"
+    wait "${cpu_hogs[@]}" 2>/dev/null || true
+    cpu_hogs=()
+  }
+
   group_null() {
     [[ -b /dev/nullb0 ]] || fail "no /dev/nullb0 (null_blk not loaded)"
     start_agent --log-level warn --metrics-address 127.0.0.1:9477
@@ -271,18 +288,13 @@ main() {
       bench_ratio placement "node / hctx, $jobs fio jobs" "node$jobs" "hctx$jobs"
       bench_ratio placement "1,0 / hctx, $jobs fio jobs" "moved$jobs" "hctx$jobs"
     done
-    local cpu hogs=()
-    for ((cpu = 0; cpu < $(nproc); cpu++)); do
-      taskset -c "$cpu" bash -c 'while :; do :; done' &
-      hogs+=("$!")
-    done
+    start_cpu_hogs
     bench_group placement-busy "the same with one spinning thread pinned to every CPU" "iops" \
       "--numjobs=2" \
       "hctx|--placement hctx, 2 fio jobs, CPUs busy|$hctx||$metrics pl-hctx" \
       "node|--placement node, 2 fio jobs, CPUs busy|$node||$metrics pl-node" \
       "moved|--placement 1,0, 2 fio jobs, CPUs busy|$moved||$metrics pl-1-0"
-    kill "${hogs[@]}"
-    wait "${hogs[@]}" 2>/dev/null || true
+    stop_cpu_hogs
     bench_ratio placement-busy "node / hctx, CPUs busy" node hctx
     bench_ratio placement-busy "1,0 / hctx, CPUs busy" moved hctx
     # One submitter at QD1: a read's latency, with the NVMe volume beside the null one where the VM

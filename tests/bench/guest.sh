@@ -299,11 +299,12 @@ main() {
     bench_ratio placement-busy "1,0 / hctx, CPUs busy" moved hctx
     # One submitter at QD1: a read's latency, with the NVMe volume beside the null one where the VM
     # has the bench's namespace.
-    local nvme_devices=() blk offset=0
+    local nvme_devices=() volumes=() blk offset=0 volume
     if blk="$(nvme_namespace 4096 2>/dev/null)"; then
       for placement in hctx node; do
         ctl create-volume "pv-$placement" --queues 2 --size 256M \
-          --backend "nvme://${blk/nvme/ng}?offset=$offset" --placement "$placement" >/dev/null
+          --backend "nvme:///dev/ng${blk#/dev/nvme}?offset=$offset" --placement "$placement" >/dev/null
+        volumes+=("pv-$placement")
         nvme_devices+=("nvme-$placement|NVMe volume, --placement $placement|$(volume_device "pv-$placement")||$metrics pv-$placement")
         offset=$((offset + 256 * 1024 * 1024))
       done
@@ -316,12 +317,11 @@ main() {
     bench_ratio placement-qd1 "null volume, node / hctx" node hctx
     bench_ratio placement-qd1 "null volume, 1,0 / hctx" moved hctx
     bench_ratio placement-qd1 "NVMe volume, node / hctx" nvme-node nvme-hctx
-    if [[ -n "$blk" ]]; then
-      ctl delete-volume pv-hctx >/dev/null
-      ctl delete-volume pv-node >/dev/null
-    fi
     for placement in "${placements[@]}"; do
-      ctl delete-volume "pl-${placement/,/-}" >/dev/null
+      volumes+=("pl-${placement/,/-}")
+    done
+    for volume in "${volumes[@]}"; do
+      ctl delete-volume "$volume" >/dev/null
     done
     stop_agent >/dev/null
   }

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "server/backend.h"
+#include "server/nbd/durability.h"
 #include "server/nbd/handshake.h"
 #include "server/nbd/reconnector.h"
 #include "server/nbd/requests.h"
@@ -27,6 +28,10 @@ struct BackendOptions : TransportOptions {
   uint16_t queue_depth = 128;
   // Set when the volume's queues share this backend's connection (it is queue 0's).
   std::shared_ptr<SharedConnection> shared;
+  // The volume's, in which this backend's connection is number `connection`; a volume of one
+  // connection when unset.
+  std::shared_ptr<Durability> durability;
+  uint16_t connection = 0;
 };
 
 class Backend final : public server::Backend {

@@ -19,10 +19,14 @@ size_t SlotCount(uint16_t queue_depth, const SharedConnection* shared) {
 }  // namespace
 
 Requests::Requests(const std::optional<ExportInfo>& info, uint16_t queue_depth,
-                   std::shared_ptr<SharedConnection> shared, std::shared_ptr<Stats> stats)
+                   std::shared_ptr<SharedConnection> shared, std::shared_ptr<Durability> durability,
+                   uint16_t connection, std::shared_ptr<Stats> stats)
     : queue_depth_(queue_depth),
       shared_(std::move(shared)),
       stats_(std::move(stats)),
+      durability_(std::move(durability)),
+      connection_(connection),
+      flush_marks_(SlotCount(queue_depth, shared_.get()) * durability_->connections()),
       tags_(SlotCount(queue_depth, shared_.get())),
       unreplied_(tags_.size()),
       send_queue_(tags_.size()) {
@@ -94,8 +98,10 @@ void Requests::Start(uint32_t slot, const BlockIo& io) {
   }
   s.flush_after = fua && !info_.can_fua() && info_.can_flush() &&
                   (io.op == abi::kIoOpWrite || io.op == abi::kIoOpWriteZeroes);
-  s.lost = s.flushes() && loss_unreported_;
-  if (s.lost) loss_unreported_ = false;
+  if (s.flushes()) {
+    s.lost = durability_->TakeUnreportedLoss();
+    s.losses_seen = durability_->losses();
+  }
   // Nothing to make durable that the server would not.
   if (io.op == abi::kIoOpFlush && !info_.can_flush()) return Finish(slot, 0);
   // Discard is advisory: a server that cannot trim ignores it successfully.
@@ -197,7 +203,7 @@ size_t Requests::Gather(iovec* iov, size_t capacity) {
     TagState& s = tags_[slot];
     if (s.phase != Phase::kQueued) continue;
     // What the server acknowledged before it receives the FLUSH is what the FLUSH makes durable.
-    if (s.command == kCmdFlush) s.flush_covers = acked_writes_;
+    if (s.command == kCmdFlush) durability_->Mark(Marks(slot));
     iov[n++] = {s.header, sizeof(s.header)};
     if (s.command == kCmdWrite && s.chunk > 0) {
       void* payload = s.zero_fill ? static_cast<void*>(zeroes_.data())
@@ -211,6 +217,11 @@ size_t Requests::Gather(iovec* iov, size_t capacity) {
 
 void Requests::Finish(uint32_t slot, int32_t result) {
   TagState& s = tags_[slot];
+  if (result >= 0 && s.flushes() && !s.lost && durability_->losses() != s.losses_seen) {
+    // A drop while it waited lost writes it was to make durable; the next FLUSH need not say so.
+    s.lost = true;
+    durability_->LossReported();
+  }
   if (s.lost && result >= 0) {
     stats_->unflushed_losses.fetch_add(1, std::memory_order_relaxed);
     result = -EIO;
@@ -267,29 +278,17 @@ void Requests::CountDurability(const TagState& s) {
     case kCmdWrite:
     case kCmdWriteZeroes:
     case kCmdTrim:
-      if (!(s.command_flags & kCmdFlagFua)) ++acked_writes_;
+      if (!(s.command_flags & kCmdFlagFua)) durability_->Acknowledged(connection_);
       break;
     case kCmdFlush:
-      flushed_writes_ = std::max(flushed_writes_, s.flush_covers);
+      durability_->Flushed(Marks(static_cast<uint32_t>(&s - tags_.data())));
       break;
     default:
       break;
   }
 }
 
-void Requests::ConnectionLost() {
-  if (acked_writes_ > flushed_writes_) {
-    bool reported = false;
-    for (TagState& s : tags_) {
-      if (!s.waiting() || !s.flushes()) continue;
-      s.lost = true;
-      reported = true;
-    }
-    loss_unreported_ = loss_unreported_ || !reported;
-  }
-  acked_writes_ = 0;
-  flushed_writes_ = 0;
-}
+void Requests::ConnectionLost() { durability_->Dropped(); }
 
 void Requests::Resend() {
   failing_ = false;

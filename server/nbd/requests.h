@@ -10,7 +10,8 @@
 // Durability (exports with a write cache, SEND_FLUSH): writes the server acknowledged but no FLUSH
 // has covered yet may die with its cache when the connection drops (a crash). They are not kept
 // for a replay; the loss is reported instead: every FLUSH waiting at the drop, or else the next
-// one, fails with EIO, as the kernel reports a lost page-cache writeback at the next fsync.
+// one, fails with EIO, as the kernel reports a lost page-cache writeback at the next fsync. What
+// is covered and what is lost is the volume's, across its connections (durability.h).
 //
 // io_timeout: an outage opens when the connection drops and closes when the server answers a
 // request again; the Transport times it and, when it lasts io_timeout, fails every waiting request
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "server/backend.h"
+#include "server/nbd/durability.h"
 #include "server/nbd/protocol.h"
 #include "server/nbd/shared_connection.h"
 #include "server/nbd/stats.h"
@@ -41,10 +43,12 @@ class Requests final : public ReplyTargets {
       32u * 1024 * 1024;  // per request, whatever the server
 
   // `shared`: the volume's queues share this connection (it is queue 0's); null otherwise.
+  // `durability`: the volume's, in which this is connection number `connection`.
   // Without `info` (no connection yet: a device recovered while its server is down) requests
   // wait, unsplit, for the first connection's export.
   Requests(const std::optional<ExportInfo>& info, uint16_t queue_depth,
-           std::shared_ptr<SharedConnection> shared, std::shared_ptr<Stats> stats);
+           std::shared_ptr<SharedConnection> shared, std::shared_ptr<Durability> durability,
+           uint16_t connection, std::shared_ptr<Stats> stats);
 
   void Attach(Ring& ring, Completer completer);
   size_t slots() const { return tags_.size(); }
@@ -116,8 +120,8 @@ class Requests final : public ReplyTargets {
     uint32_t done = 0;   // bytes of io covered by answered requests
     uint32_t chunk = 0;  // length of the request in flight
     uint64_t cookie = 0;
-    int32_t result = 0;         // a forwarded request's, kept until its queue got it
-    uint64_t flush_covers = 0;  // a FLUSH's: acked_writes_ when it was sent
+    int32_t result = 0;        // a forwarded request's, kept until its queue got it
+    uint64_t losses_seen = 0;  // a flushing request's: Durability::losses() when it started
     ReplyTarget target;
     uint8_t header[kRequestHeaderBytes] = {};
 
@@ -133,6 +137,9 @@ class Requests final : public ReplyTargets {
   void Finish(uint32_t slot, int32_t result);
   // A reply without error to the slot's request in flight: what it makes durable is counted.
   void CountDurability(const TagState& s);
+  uint64_t* Marks(uint32_t slot) {
+    return flush_marks_.data() + size_t{slot} * durability_->connections();
+  }
   // Posts a forwarded request's result to its queue's ring; false when no SQE was free.
   bool Reply(uint32_t slot);
 
@@ -151,11 +158,10 @@ class Requests final : public ReplyTargets {
   bool outage_open_ = false;
   bool failing_ = false;  // the outage outlasted io_timeout
 
-  // This connection's write-class requests (WRITE, WRITE_ZEROES, TRIM; not FUA) the server
-  // acknowledged, and how many of them a FLUSH it answered covers. Only with SEND_FLUSH.
-  uint64_t acked_writes_ = 0;
-  uint64_t flushed_writes_ = 0;
-  bool loss_unreported_ = false;  // a drop lost writes while no FLUSH waited: the next one fails
+  // Only with SEND_FLUSH: what the server acknowledged, what FLUSHes covered, what drops lost.
+  const std::shared_ptr<Durability> durability_;
+  const uint16_t connection_;
+  std::vector<uint64_t> flush_marks_;  // per slot, Durability::connections() entries
 
   std::vector<TagState> tags_;
   SqeWaitlist unreplied_;             // forwarded requests whose result waits for an SQE

@@ -112,8 +112,11 @@ absl::StatusOr<std::unique_ptr<server::Backend>> Storage::NewQueueBackend(uint16
   absl::StatusOr<std::unique_ptr<Reconnector>> reconnector =
       Reconnector::Create(address_, connect_timeout_);
   if (!reconnector.ok()) return reconnector.status();
+  if (durability_ == nullptr) durability_ = std::make_shared<Durability>(shared ? 1 : queues_);
   BackendOptions options = options_;
   options.queue_depth = queue_depth;
+  options.durability = durability_;
+  options.connection = shared ? 0 : queues_made_;
   if (shared) {
     shared_ = std::make_shared<SharedConnection>(queues_, queue_depth);
     options.shared = shared_;

@@ -52,6 +52,7 @@ class Storage final : public server::Storage {
   uint16_t queues_ = 1;
   uint16_t queues_made_ = 0;
   std::shared_ptr<SharedConnection> shared_;  // without multi-conn and with several queues
+  std::shared_ptr<Durability> durability_;    // made with the first queue's backend
   std::shared_ptr<Stats> stats_ = std::make_shared<Stats>();
 };
 

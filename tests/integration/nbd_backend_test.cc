@@ -1084,6 +1084,80 @@ TEST_F(NbdBackendTest, DurableWritesOutliveACrashAndNoFlushFails) {
   }
 }
 
+// Multi-conn: nbdkit's write-back cache offers it, so a volume of two queues has a connection each,
+// and the block layer sends a FLUSH down the queue of the CPU that asked for it.
+class NbdMultiConnCacheTest : public NbdBackendTest {
+ protected:
+  void SetUp() override {
+    NbdBackendTest::SetUp();
+    image_ = MakeImage("cached.img");
+    StartKit({"--filter=cache", "file", image_, "cache=writeback"});
+    ASSERT_TRUE(Open(kit_->uri(), 30000, 16 << 20, false, /*queues=*/2).ok());
+    ASSERT_TRUE(storage_->export_info()->can_multi_conn());
+    ASSERT_TRUE(storage_->export_info()->can_flush());
+    absl::StatusOr<std::unique_ptr<Backend>> second = storage_->NewQueueBackend(kDepth);
+    ASSERT_TRUE(second.ok()) << second.status();
+    other_ = std::make_unique<Driver>(std::move(*second), kDepth);
+    ASSERT_TRUE(other_->attach_status().ok());
+  }
+  void TearDown() override {
+    other_.reset();
+    NbdBackendTest::TearDown();
+  }
+  void CrashAndRestartServer() {
+    kit_->Kill();
+    ASSERT_TRUE(kit_->Start());
+  }
+
+  std::string image_;
+  std::unique_ptr<Driver> other_;  // queue 1; driver_ is queue 0
+};
+
+TEST_F(NbdMultiConnCacheTest, AWriteOneQueueLostFailsTheNextFlushOfAnotherQueue) {
+  Fill(*other_, 64 * 1024, 6);
+  ASSERT_EQ(other_->RunOne(Io(abi::kIoOpWrite, 0, 64 * 1024)), 64 * 1024);
+  CrashAndRestartServer();
+  // Queue 0 wrote nothing itself: its fsync is about queue 1's write, which died with the cache.
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), -EIO);
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
+  // Queue 1 sees its own drop now: the same loss, already reported.
+  ASSERT_EQ(other_->RunOne(Io(abi::kIoOpRead, 0, 64 * 1024)), 64 * 1024);
+  EXPECT_EQ(std::vector<uint8_t>(other_->Buffer(0), other_->Buffer(0) + 64 * 1024),
+            std::vector<uint8_t>(64 * 1024));
+  EXPECT_EQ(other_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
+  EXPECT_EQ(storage_->stats()->unflushed_losses.load(), 1u);
+}
+
+TEST_F(NbdMultiConnCacheTest, AFlushOnOneQueueCoversTheWritesOfAnotherAcrossACrash) {
+  const std::vector<uint8_t> a = Fill(*other_, 64 * 1024, 7);
+  ASSERT_EQ(other_->RunOne(Io(abi::kIoOpWrite, 0, 64 * 1024)), 64 * 1024);
+  ASSERT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
+  CrashAndRestartServer();
+  ASSERT_EQ(other_->RunOne(Io(abi::kIoOpRead, 0, 64 * 1024)), 64 * 1024);
+  EXPECT_EQ(std::vector<uint8_t>(other_->Buffer(0), other_->Buffer(0) + 64 * 1024), a);
+  // Nothing was lost: no queue's FLUSH may say otherwise.
+  EXPECT_EQ(other_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
+  EXPECT_EQ(storage_->stats()->unflushed_losses.load(), 0u);
+}
+
+TEST_F(NbdMultiConnCacheTest, AFlushWaitingOnOneQueueWhenAnotherQueuesWriteIsLostFailsWithEio) {
+  Fill(*other_, 64 * 1024, 8);
+  ASSERT_EQ(other_->RunOne(Io(abi::kIoOpWrite, 0, 64 * 1024)), 64 * 1024);
+  // The crash comes while queue 0's FLUSH waits for the server to come back.
+  kit_->Kill();
+  bool restarted = false;
+  driver_->on_pumped = [&] {
+    if (!restarted) restarted = kit_->Start();
+  };
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), -EIO);
+  driver_->on_pumped = nullptr;
+  ASSERT_TRUE(restarted);
+  EXPECT_EQ(other_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
+  EXPECT_EQ(driver_->RunOne(Io(abi::kIoOpFlush, 0, 0)), 0);
+  EXPECT_EQ(storage_->stats()->unflushed_losses.load(), 1u);
+}
+
 class NbdLyingServerTest : public NbdBackendTest, public ::testing::WithParamInterface<Lie> {};
 
 TEST_P(NbdLyingServerTest, ConnectionIsDroppedAndTheRequestRetried) {

@@ -4,7 +4,9 @@
 # rest): what a FLUSH made durable survives; writes acknowledged but not flushed
 # are lost with the server, and the first fsync of the device after the crash
 # fails with EIO instead of claiming they are durable; the next succeeds. The
-# loss is counted in GetVolume and /metrics.
+# loss is counted in GetVolume and /metrics. The cache filter offers multi-conn: on a volume of two
+# queues (a connection each) a write from CPU 1 (queue 1) lost with the server fails the next
+# fsync from CPU 0 (queue 0), and a write a FLUSH on queue 0 covered is no loss at queue 1's drop.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 one_kernel_only lts "flush and write-loss accounting are the agent's"
 
@@ -25,8 +27,13 @@ crash_server() {
   wait_gone "$SERVER_PID" 10 || fail "nbdkit survived SIGKILL"
 }
 
-reconnects() { ctl get-volume c1 -o json | jq -r '.volume.status.reconnects // "0" | tonumber'; }
+VOLUME=c1 # whose reconnects count
+reconnects() { ctl get-volume "$VOLUME" -o json | jq -r '.volume.status.reconnects // "0" | tonumber'; }
 reconnected_since() { (($(reconnects) > $1)); }
+losses() { ctl get-volume "$VOLUME" -o json | jq -r '.volume.status.unflushedLosses // "0" | tonumber'; }
+# on_cpu CPU COMMAND...: runs a command (or a function) pinned to CPU, so its I/O goes down the
+# queue of that CPU.
+on_cpu() { (taskset -cp "$1" "$BASHPID" >/dev/null && "${@:2}"); }
 
 # write_mib DEV MIB BYTE: one MiB of BYTE at MiB offset MIB, O_DIRECT, no flush. One full block:
 # dd fsyncs its output when it turns O_DIRECT off for a short one (a partial read from the pipe).
@@ -84,6 +91,36 @@ main() {
     awk '$1 == "blk_volume_backend_errors_total{volume=\"c1\",kind=\"unflushed_loss\"}" { print $2 }')"
 
   ctl delete-volume c1
+
+  step "multi-conn, 2 queues: a write from CPU 1 lost with the server fails the fsync from CPU 0"
+  VOLUME=c2
+  ctl create-volume c2 --size 16M --queues 2 --backend "nbd+unix:///?socket=$WORK/cache.sock"
+  dev="$(volume_device c2)"
+  on_cpu 1 write_mib "$dev" 2 0xC3
+  before="$(reconnects)"
+  crash_server
+  start_server
+  wait_for "the agent's reconnect" 30 reconnected_since "$before"
+  expect_fail_with "Input/output error" "fsync on CPU 0 after the server lost queue 1's write" \
+    on_cpu 0 sync "$dev"
+  mib_is "$dev" 2 0x00 || fail "the lost MiB reads back as something else than the image's zeroes"
+  on_cpu 1 sync "$dev" || fail "queue 1's fsync reported the loss again"
+  expect_eq "c2's unflushedLosses" 1 "$(losses)"
+  echo "ok: reported once, to the queue that asked"
+
+  step "multi-conn: a FLUSH on queue 0 covers queue 1's write; its drop loses nothing"
+  on_cpu 1 write_mib "$dev" 3 0xD4
+  on_cpu 0 sync "$dev" || fail "fsync on CPU 0 failed with the server up"
+  before="$(reconnects)"
+  crash_server
+  start_server
+  mib_is "$dev" 3 0xD4 || fail "queue 1's write, flushed on queue 0, did not survive the crash"
+  wait_for "the agent's reconnect" 30 reconnected_since "$before"
+  on_cpu 1 sync "$dev" || fail "fsync on CPU 1 failed after a crash that lost nothing"
+  on_cpu 0 sync "$dev" || fail "fsync on CPU 0 failed after a crash that lost nothing"
+  expect_eq "c2's unflushedLosses" 1 "$(losses)"
+  echo "ok: nothing reported lost"
+  ctl delete-volume c2
   stop_agent
 }
 

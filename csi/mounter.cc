@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "csi/mount_table.h"
+#include "csi/signature_reads.h"
 
 namespace blk::csi {
 namespace {
@@ -45,6 +46,9 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv) {
     return absl::ErrnoToStatus(err, "fork");
   }
   if (pid == 0) {
+    // No answer to a prompt (mkfs asks before it writes over a signature): it gives up.
+    const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
     ::dup2(pipe_fds[1], STDOUT_FILENO);
     ::dup2(pipe_fds[1], STDERR_FILENO);
     ::execvp(args[0], args.data());
@@ -110,6 +114,8 @@ std::string DeviceContents::Describe() const {
 }
 
 absl::StatusOr<DeviceContents> Mounter::Probe(const std::string& device) const {
+  // blkid's "nothing found" also means "could not read": only trusted for a device that reads.
+  if (absl::Status readable = ReadWhereSignaturesLive(device); !readable.ok()) return readable;
   absl::StatusOr<CommandResult> result = RunCommand({"blkid", "-p", "-o", "export", device});
   if (!result.ok()) return result.status();
   DeviceContents contents;
@@ -131,11 +137,10 @@ absl::StatusOr<DeviceContents> Mounter::Probe(const std::string& device) const {
 }
 
 absl::Status Mounter::MakeFilesystem(const std::string& device, const std::string& fs_type) const {
-  std::vector<std::string> argv = {absl::StrCat("mkfs.", fs_type), "-q"};
-  // Both refuse a device that already holds a signature without -F/-f; blk-csi only formats
-  // after blkid found none, so forcing cannot destroy data here.
-  argv.push_back(fs_type == "xfs" ? "-f" : "-F");
-  argv.push_back(device);
+  // Never forced (-F, -f): blk-csi formats only what Probe found empty, and should a signature
+  // have become readable since, mkfs refuses to write over it (mkfs.ext4 asks, and stdin gives
+  // no answer; mkfs.xfs refuses outright).
+  std::vector<std::string> argv = {absl::StrCat("mkfs.", fs_type), "-q", device};
   absl::StatusOr<CommandResult> result = RunCommand(argv);
   if (!result.ok()) return result.status();
   if (result->exit_status != 0) {

@@ -8,12 +8,16 @@
 # have is refused at the stage, nothing left. Unpublish, unstage, DeleteVolume: no agent volume,
 # ublk device, NBD connection, mount or controller record left; the export files stay (the data
 # is the server's). A class without {volume} is refused in 65 (file) and the unit tests (nbd).
+# A re-stage while the server fails every read (nbdkit's error filter; blkid then finds "nothing")
+# is refused with the reason, and the file system is not formatted over: it mounts intact once
+# the reads work again.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/csi_lib.sh"
 one_kernel_only newest "blk-csi's per-volume backends do not depend on the kernel"
 
 PORT=10839
 EXPORTS="$WORK/exports"
+FAIL_READS="$WORK/fail-reads" # while it exists, nbdkit fails every read with EIO
 class="nbd://127.0.0.1:$PORT/{volume}"
 
 tcp_open() { (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null; }
@@ -48,7 +52,8 @@ command -v nbdkit >/dev/null || fail "nbdkit not found in the guest"
 # after the volume id (a claim name that is a DNS label, as Kubernetes' pvc-<uid>, is its id).
 mkdir -p "$EXPORTS"
 truncate -s 32M "$EXPORTS/pvc-nbd-fs" "$EXPORTS/pvc-nbd-raw"
-nbdkit -f -i 127.0.0.1 -p "$PORT" file dir="$EXPORTS" >>"$LOG_DIR/nbdkit.log" 2>&1 &
+nbdkit -f -i 127.0.0.1 -p "$PORT" --filter=error file dir="$EXPORTS" \
+  error-pread=EIO error-pread-rate=100% error-pread-file="$FAIL_READS" >>"$LOG_DIR/nbdkit.log" 2>&1 &
 nbdkit_pid=$!
 on_exit kill -KILL "$nbdkit_pid"
 wait_for "nbdkit on 127.0.0.1:$PORT" 30 tcp_open
@@ -86,6 +91,22 @@ echo "$marker_raw" | dd of="$WORK/raw-pattern" conv=notrunc status=none
 dd if="$WORK/raw-pattern" of="$pod_raw" bs=1M oflag=direct conv=fsync status=none ||
   fail "writing pvc-nbd-raw failed"
 expect_eq "pvc-nbd-fs reads its file" "$marker_fs" "$(cat "$pod_fs/data")"
+
+step "a re-stage while every read fails: refused with the reason, nothing formatted over"
+csi_calls <<EOF
+unpublish pvc-nbd-fs | NodeUnpublishVolume | OK | volume_id: "pvc-nbd-fs" target_path: "$pod_fs"
+unstage pvc-nbd-fs | NodeUnstageVolume | OK | volume_id: "pvc-nbd-fs" staging_target_path: "$WORK/staging/pvc-nbd-fs"
+EOF
+touch "$FAIL_READS"
+expect_fail "stage of pvc-nbd-fs while its server fails reads" \
+  csi NodeStageVolume "$(stage_request pvc-nbd-fs ext4 "$fs_created")"
+grep -q "cannot read /dev/ublkb" <<<"$EXPECT_OUTPUT" || fail "the refusal does not say the device cannot be read: $EXPECT_OUTPUT"
+rm "$FAIL_READS"
+csi_calls <<EOF
+stage pvc-nbd-fs again | NodeStageVolume | OK | $(stage_request pvc-nbd-fs ext4 "$fs_created")
+publish pvc-nbd-fs again | NodePublishVolume | OK | $(publish_request pvc-nbd-fs ext4 "$pod_fs")
+EOF
+expect_eq "pvc-nbd-fs's file after the refused stage" "$marker_fs" "$(cat "$pod_fs/data")"
 
 step "a claim whose export the server does not have: refused at the stage, nothing left"
 missing_created="$(csi CreateVolume "$(create_request pvc-nbd-missing block)")" ||

@@ -17,7 +17,8 @@ absl::StatusOr<std::unique_ptr<VolumeDevice>> DeviceReconciler::BringUp(
   }
   if (action == RestoreAction::kDeleteThenCreate) {
     spdlog::info("volume {}: removing half-created ublk device {}", spec.id(), device_id);
-    if (absl::Status deleted = provisioner_.DeleteKernelDevice(device_id); !deleted.ok()) {
+    if (absl::Status deleted = provisioner_.DeleteKernelDevice(device_id, /*force=*/false);
+        !deleted.ok()) {
       return deleted;
     }
   }

@@ -11,6 +11,7 @@
 #include "agent/devices/volume_io_limits.h"
 #include "agent/devices/volume_stats.h"
 #include "server/local/file_backend.h"
+#include "server/ublk/stop_guard.h"
 #include "spdlog/spdlog.h"
 
 namespace blk::agent {
@@ -245,7 +246,7 @@ std::vector<int> UblkProvisioner::KernelDeviceIds() {
   return ids;
 }
 
-absl::Status UblkProvisioner::DeleteKernelDevice(int device_id) {
+absl::Status UblkProvisioner::DeleteKernelDevice(int device_id, bool force) {
   absl::StatusOr<std::unique_ptr<server::ControlDevice>> control = server::ControlDevice::Open();
   if (!control.ok()) return control.status();
   absl::StatusOr<server::abi::CtrlDevInfo> info =
@@ -257,6 +258,11 @@ absl::Status UblkProvisioner::DeleteKernelDevice(int device_id) {
   // that did may be held open by an application whose I/O would hang the wait.
   const bool wait = info->state == server::abi::kDevStateDead;
   if (!wait) {
+    if (!force) {
+      absl::Status refused = server::RefuseStopIfOpen(**control, static_cast<uint32_t>(device_id),
+                                                      (*control)->features());
+      if (!refused.ok()) return refused;
+    }
     absl::Status stopped = (*control)->StopDev(static_cast<uint32_t>(device_id));
     if (!stopped.ok() && stopped.code() != absl::StatusCode::kNotFound) return stopped;
   }

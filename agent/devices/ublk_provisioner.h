@@ -34,7 +34,7 @@ class UblkProvisioner final : public DeviceProvisioner {
                                                         int device_id) override;
   KernelDeviceState StateOf(int device_id) override;
   std::vector<int> KernelDeviceIds() override;
-  absl::Status DeleteKernelDevice(int device_id) override;
+  absl::Status DeleteKernelDevice(int device_id, bool force) override;
 
  private:
   // The device's configuration; a fabric volume's controllers are connected first (`need`) and

@@ -89,8 +89,10 @@ class DeviceProvisioner {
   virtual KernelDeviceState StateOf(int device_id) = 0;
   // Every ublk device id the kernel has, ours or not.
   virtual std::vector<int> KernelDeviceIds() = 0;
-  // Removes a kernel device that never started (a crash between ADD_DEV and START_DEV).
-  virtual absl::Status DeleteKernelDevice(int device_id) = 0;
+  // Removes a kernel device nothing serves: one that never started (a crash between ADD_DEV and
+  // START_DEV), or a degraded volume's that a previous agent left. Without `force`, a started
+  // device that is open is refused (FAILED_PRECONDITION naming its openers) and left as it is.
+  virtual absl::Status DeleteKernelDevice(int device_id, bool force) = 0;
 };
 
 }  // namespace blk::agent

@@ -375,8 +375,8 @@ absl::StatusOr<v1::Volume> VolumeTable::Create(const v1::Volume& requested, bool
 absl::Status VolumeTable::StopOrRemoveDevice(VolumeDevice* device, int device_id, bool force) {
   if (device != nullptr) return device->Stop(force);
   if (device_id >= 0 && provisioner_.StateOf(device_id) != KernelDeviceState::kAbsent) {
-    // A degraded volume's device a previous agent left: nothing serves it, remove it.
-    return provisioner_.DeleteKernelDevice(device_id);
+    // A degraded volume's device a previous agent left: nothing serves it, but it may be in use.
+    return provisioner_.DeleteKernelDevice(device_id, force);
   }
   return absl::OkStatus();
 }

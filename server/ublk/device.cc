@@ -12,15 +12,14 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/monotonic_clock.h"
 #include "server/qos/throttling_backend.h"
 #include "server/ublk/abi.h"
 #include "server/ublk/cpu_list.h"
 #include "server/ublk/numa_nodes.h"
-#include "server/ublk/opener.h"
 #include "server/ublk/params.h"
 #include "server/ublk/placement.h"
+#include "server/ublk/stop_guard.h"
 
 namespace blk::server {
 namespace {
@@ -50,19 +49,6 @@ absl::StatusOr<UniqueFd> OpenCharDevice(const std::string& path) {
     }
     ::poll(nullptr, 0, 10);  // the node appears asynchronously; nothing to wait on but time
   }
-}
-
-// major:minor of the started disk, from sysfs (present with or without udev).
-absl::StatusOr<DeviceNumber> DiskNumber(uint32_t dev_id) {
-  const std::string path = absl::StrCat("/sys/block/ublkb", dev_id, "/dev");
-  std::ifstream in(path);
-  unsigned major = 0;
-  unsigned minor = 0;
-  char colon = 0;
-  if (!(in >> major >> colon >> minor) || colon != ':') {
-    return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  }
-  return DeviceNumber{major, minor, /*block=*/true};
 }
 
 const char* StateName(uint16_t state) {
@@ -316,28 +302,6 @@ absl::Status Device::Detach() {
   return absl::Status(ended.code(), absl::StrCat("ublk device ", dev_id_, ": ", ended.message()));
 }
 
-absl::Status Device::RefuseIfOpen() {
-  absl::StatusOr<DeviceNumber> number = DiskNumber(dev_id_);
-  Openers openers;
-  if (number.ok()) openers = FindOpeners(*number, absl::StrCat("ublkb", dev_id_));
-  std::vector<std::string>& found = openers.found;
-
-  if (kernel_features_ & abi::kFSafeStopDev) {
-    // The kernel decides atomically: stopped now, or EBUSY and untouched.
-    absl::Status tried = control_->TryStopDev(dev_id_);
-    if (tried.ok()) return absl::OkStatus();
-    if (tried.code() != absl::StatusCode::kFailedPrecondition) return tried;
-    if (found.empty()) found.push_back("an opener the scan did not find (kernel says busy)");
-  } else if (found.empty() && !openers.blind_spot.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot tell whether ", block_path(),
-                                                      " is in use: ", openers.blind_spot,
-                                                      "; stop it with force"));
-  }
-  if (found.empty()) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      block_path(), " is in use (", absl::StrJoin(found, ", "), "); stop it with force"));
-}
-
 absl::StatusOr<uint64_t> Device::KernelSizeBytes() const {
   const std::string path = absl::StrCat("/sys/block/ublkb", dev_id_, "/size");
   std::ifstream file(path);
@@ -381,7 +345,10 @@ absl::Status Device::Stop(bool force) {
   if (released_) return absl::OkStatus();
   if (started_) {
     if (!force) {
-      if (absl::Status refused = RefuseIfOpen(); !refused.ok()) return refused;
+      if (absl::Status refused = RefuseStopIfOpen(*control_, dev_id_, kernel_features_);
+          !refused.ok()) {
+        return refused;
+      }
     }
     // Idempotent in the kernel: a device TRY_STOP already stopped is just DEAD.
     absl::Status stopped = control_->StopDev(dev_id_);

@@ -116,7 +116,6 @@ class Device {
   absl::Status EndRecovery(uint32_t max_io_bytes);
   // Opens /dev/ublkcN and starts one thread per queue, each with a FETCH pending for every tag.
   absl::Status StartQueues(uint32_t max_io_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  absl::Status RefuseIfOpen() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Before 6.15 the kernel handles a server's exit in two ways later kernels do not: it may cancel
   // a fetch while a request is being handed to it (QueueSetup::cancel_races_dispatch), and finds a
   // dead server that holds every request only by their timeout. UBLK_F_QUIESCE (6.16) is the

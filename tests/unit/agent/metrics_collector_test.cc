@@ -63,7 +63,7 @@ class StatsProvisioner final : public DeviceProvisioner {
   }
   KernelDeviceState StateOf(int) override { return KernelDeviceState::kAbsent; }
   std::vector<int> KernelDeviceIds() override { return {}; }
-  absl::Status DeleteKernelDevice(int) override { return absl::OkStatus(); }
+  absl::Status DeleteKernelDevice(int, bool) override { return absl::OkStatus(); }
 
  private:
   FakeStats& stats_;

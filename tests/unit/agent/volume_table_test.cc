@@ -7,6 +7,7 @@
 #include <functional>
 #include <future>
 #include <optional>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -139,8 +140,11 @@ class FakeProvisioner final : public DeviceProvisioner {
     for (const auto& [id, state] : kernel) ids.push_back(id);
     return ids;
   }
-  absl::Status DeleteKernelDevice(int device_id) override {
+  absl::Status DeleteKernelDevice(int device_id, bool force) override {
     std::lock_guard lock(mutex);
+    if (!force && open_kernel_devices.count(device_id) > 0) {
+      return absl::FailedPreconditionError(absl::StrCat("/dev/ublkb", device_id, " is in use"));
+    }
     kernel.erase(device_id);
     deleted.push_back(device_id);
     return absl::OkStatus();
@@ -171,6 +175,7 @@ class FakeProvisioner final : public DeviceProvisioner {
   absl::Status fail_with;
   std::map<int, KernelDeviceState> kernel;
   std::vector<int> deleted;
+  std::set<int> open_kernel_devices;  // held open by an application: refused without force
   std::map<std::string, std::shared_ptr<FakeDeviceState>> devices;
   std::shared_future<void> gate;
   std::promise<void> entered;
@@ -882,6 +887,21 @@ TEST_F(VolumeTableTest, DeletingADegradedVolumeRemovesTheDeviceItsPreviousAgentL
   EXPECT_TRUE(Table().Delete("a", false).ok());
   EXPECT_THAT(provisioner_.deleted, ::testing::ElementsAre(0));
   EXPECT_FALSE(provisioner_.kernel.contains(0));
+}
+
+TEST_F(VolumeTableTest, DeletingADegradedVolumeWhoseLeftDeviceIsOpenNeedsForce) {
+  ASSERT_TRUE(Table().Create(NullVolume("a")).ok());
+  provisioner_.fail_with = absl::NotFoundError("backend gone");
+  KillAndRestart();
+  ASSERT_EQ(Table().Get("a")->status().state(), v1::VOLUME_STATE_DEGRADED);
+  provisioner_.open_kernel_devices.insert(0);
+  const absl::Status refused = Table().Delete("a", false);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+  EXPECT_TRUE(provisioner_.kernel.contains(0));
+  EXPECT_EQ(Table().Get("a")->status().state(), v1::VOLUME_STATE_DEGRADED);
+  EXPECT_TRUE(Table().Delete("a", true).ok());
+  EXPECT_FALSE(provisioner_.kernel.contains(0));
+  EXPECT_FALSE(Table().Get("a").ok());
 }
 
 }  // namespace

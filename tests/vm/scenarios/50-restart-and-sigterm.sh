@@ -46,7 +46,33 @@ start_agent --on-exit delete
 expect_eq "volumes after restart" "persist,scratch" "$(live_volumes)"
 fio_check_pattern "$(volume_device persist)" 16M
 
+# A degraded volume's device that the killed agent left is still the application's: a delete
+# without --force refuses while it is open, as for a live volume, and removes it once closed.
+step "kill -9, restart with persist's image gone: deleting its open device needs --force"
+dev="$(volume_device persist)"
+kill_agent
+mv "$WORK/persist.img" "$WORK/persist.img.away"
+start_agent --on-exit delete
+expect_eq "persist's state" "VOLUME_STATE_DEGRADED" \
+  "$(ctl get-volume persist -o json | jq -r .volume.status.state)"
+[[ -b "$dev" ]] || fail "the killed agent's $dev is gone: nothing to protect"
+# Opening does no I/O (nothing serves the device): the holder stays until killed.
+(exec 3<"$dev" && exec sleep 600) &
+holder=$!
+stop_holder() { kill -KILL "$holder" 2>/dev/null || true; }
+on_exit stop_holder
+holds_open() { [[ "$(readlink "/proc/$holder/fd/3" 2>/dev/null)" == "$dev" ]]; }
+wait_for "a process holding $dev open" 10 holds_open
+expect_fail_with "in use" "delete of the degraded, open persist without --force" ctl delete-volume persist
+[[ -b "$dev" ]] || fail "the refused delete removed $dev"
+expect_eq "persist's state after the refusal" "VOLUME_STATE_DEGRADED" \
+  "$(ctl get-volume persist -o json | jq -r .volume.status.state)"
+kill -KILL "$holder"
+wait_gone "$holder" 10 || fail "the holder of $dev survived SIGKILL"
 ctl delete-volume persist
+[[ ! -e "$dev" ]] || fail "$dev is still there after the delete"
+mv "$WORK/persist.img.away" "$WORK/persist.img"
+
 ctl delete-volume scratch
 stop_agent
 expect_eq "ublk devices at the end" 0 "$(find /dev -maxdepth 1 -name 'ublk[bc]*' | wc -l)"

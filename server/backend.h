@@ -73,6 +73,11 @@ class Backend {
   // Once per loop turn, after the turn's Submit and OnCompletion calls and before its SQEs are
   // submitted: a backend that gathers the turn's work (NBD sends) hands it over here.
   virtual void EndOfTurn() {}
+  // The queue stops: requests the backend holds without having started them (over a limit) are
+  // handed back through `released`, each instead of its completion (the result is ignored). The
+  // queue leaves them with the kernel, which requeues them for the next server
+  // (USER_RECOVERY_REISSUE) or fails them as the device goes. Requests under way complete as usual.
+  virtual void ReleaseUnstarted(Completer /*released*/) {}
 };
 
 // What the device is backed by, opened once per device; hands out one Backend per queue.

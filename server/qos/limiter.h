@@ -39,6 +39,12 @@ class Limiter {
   // charge is in the backlog Set rescaled to the new rates).
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
+  // A forced stop: the kernel's STOP_DEV waits for every request it handed over, and a request
+  // held by a low limit could keep it for hours. From now on the queues fail what they hold, and
+  // what arrives over a limit, with EIO (within ThrottlingBackend::kMaxWaitMs).
+  void FailHeld() { fail_held_.store(true, std::memory_order_release); }
+  bool failing_held() const { return fail_held_.load(std::memory_order_acquire); }
+
   // Throttling the queues report: a request that waited `wait_ns` before its admission.
   void RecordWait(int64_t wait_ns);
   ThrottleCounts counts() const;
@@ -58,6 +64,7 @@ class Limiter {
   uint32_t max_request_bytes_;
   Bucket buckets_[kBuckets];
   std::atomic<bool> unlimited_{true};
+  std::atomic<bool> fail_held_{false};
   std::atomic<uint64_t> generation_{0};
   std::atomic<uint64_t> throttled_requests_{0};
   std::atomic<uint64_t> throttled_wait_ns_{0};

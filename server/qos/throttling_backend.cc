@@ -1,6 +1,7 @@
 #include "server/qos/throttling_backend.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <utility>
 
 #include "common/monotonic_clock.h"
@@ -26,6 +27,7 @@ ThrottlingBackend::ThrottlingBackend(std::unique_ptr<Backend> inner,
 
 absl::Status ThrottlingBackend::Attach(Ring& ring, int first_file, Completer completer) {
   ring_ = &ring;
+  completer_ = completer;
   return inner_->Attach(ring, first_file, completer);
 }
 
@@ -51,6 +53,7 @@ void ThrottlingBackend::Submit(uint16_t tag, const BlockIo& io) {
     if (!Limited(*limiter_, io)) return inner_->Submit(tag, io);
     Waiting entry{tag, io, MonotonicNs()};
     if (Ready(entry, entry.since_ns)) return inner_->Submit(tag, io);
+    if (limiter_->failing_held()) return completer_.Complete(tag, -EIO);
     waiting_[head_] = entry;
   } else {
     waiting_[(head_ + count_) % waiting_.size()] = Waiting{tag, io, MonotonicNs()};
@@ -59,6 +62,7 @@ void ThrottlingBackend::Submit(uint16_t tag, const BlockIo& io) {
 }
 
 void ThrottlingBackend::AdmitWaiting(int64_t now_ns) {
+  if (limiter_->failing_held()) return FailWaiting();
   while (count_ > 0) {
     Waiting& entry = waiting_[head_];
     if (!Ready(entry, now_ns)) return;
@@ -84,6 +88,25 @@ void ThrottlingBackend::ArmTimer() {
   io_uring_prep_timeout(sqe, &timeout_, 0, 0);
   sqe->user_data = EncodeUserData(CqeKind::kThrottle, 0);
   timer_armed_ = true;
+}
+
+void ThrottlingBackend::FailWaiting() {
+  while (count_ > 0) {
+    const uint16_t tag = waiting_[head_].tag;
+    head_ = (head_ + 1) % waiting_.size();
+    --count_;
+    completer_.Complete(tag, -EIO);
+  }
+}
+
+void ThrottlingBackend::ReleaseUnstarted(Completer released) {
+  while (count_ > 0) {
+    const uint16_t tag = waiting_[head_].tag;
+    head_ = (head_ + 1) % waiting_.size();
+    --count_;
+    released.Complete(tag, 0);
+  }
+  inner_->ReleaseUnstarted(released);
 }
 
 void ThrottlingBackend::EndOfTurn() {

@@ -26,6 +26,7 @@ class ThrottlingBackend final : public Backend {
   void Submit(uint16_t tag, const BlockIo& io) override;
   void OnCompletion(uint16_t tag, const io_uring_cqe& cqe) override;
   void EndOfTurn() override;
+  void ReleaseUnstarted(Completer released) override;
 
  private:
   struct Waiting {
@@ -44,10 +45,13 @@ class ThrottlingBackend final : public Backend {
   // Submits waiting requests in order until one must wait; remembers how long.
   void AdmitWaiting(int64_t now_ns);
   void ArmTimer();
+  // Limiter::FailHeld: every waiting request fails with EIO.
+  void FailWaiting();
 
   std::unique_ptr<Backend> inner_;
   std::shared_ptr<Limiter> limiter_;
   Ring* ring_ = nullptr;
+  Completer completer_;
   // A ring buffer of queue_depth entries: a tag waits at most once.
   std::vector<Waiting> waiting_;
   size_t head_ = 0;

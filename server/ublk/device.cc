@@ -350,6 +350,8 @@ absl::Status Device::Stop(bool force) {
         return refused;
       }
     }
+    // STOP_DEV waits for the requests it handed over: those a limit holds fail at once instead.
+    if (force) limiter_->FailHeld();
     // Idempotent in the kernel: a device TRY_STOP already stopped is just DEAD.
     absl::Status stopped = control_->StopDev(dev_id_);
     if (!stopped.ok() && stopped.code() != absl::StatusCode::kNotFound) return stopped;

@@ -389,6 +389,7 @@ void Queue::Loop() {
           break;
         case CqeKind::kStop:
           stop_requested_ = true;
+          setup_.backend->ReleaseUnstarted(Completer(&Queue::ReleaseFromBackend, this));
           break;
         case CqeKind::kBatchFetch:
           OnBatchFetch(*cqe);
@@ -516,6 +517,13 @@ void Queue::OnUblkCompletion(uint16_t tag, int32_t res) {
   setup_.backend->Submit(tag, io);
   // Still with the backend: it outlives this turn, so its latency needs the turn's time.
   if (setup_.count_io && start_ns_of_tag_[tag] == kInTurn) start_ns_of_tag_[tag] = TurnNs();
+}
+
+void Queue::ReleaseFromBackend(void* queue, uint16_t /*tag*/, int32_t /*result*/) {
+  // Not committed: the kernel keeps the request (see OnUblkCompletion's stop case).
+  Queue* self = static_cast<Queue*>(queue);
+  --self->in_backend_;
+  ++self->held_;
 }
 
 void Queue::CompleteFromBackend(void* queue, uint16_t tag, int32_t result) {

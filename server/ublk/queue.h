@@ -110,6 +110,8 @@ class Queue {
   // uncommitted_ for the next turn).
   bool CommitAndFetch(uint16_t tag);
   static void CompleteFromBackend(void* queue, uint16_t tag, int32_t result);
+  // A request the backend hands back unstarted at a stop (Backend::ReleaseUnstarted).
+  static void ReleaseFromBackend(void* queue, uint16_t tag, int32_t result);
   // The time and the locality this turn's requests are attributed to, each read at most once per
   // turn and only when a statistic needs it: requests answered in the turn they arrived in (the
   // null backend's, refusals) need neither clock nor CPU.
@@ -148,7 +150,7 @@ class Queue {
   SqeWaitlist uncommitted_;
   std::vector<int32_t> result_of_tag_;
   uint32_t aborted_ = 0;
-  uint32_t held_ = 0;  // requests fetched during a stop and left to the kernel
+  uint32_t held_ = 0;  // requests fetched during a stop, or released unstarted, left to the kernel
   bool stop_requested_ = false;
 };
 

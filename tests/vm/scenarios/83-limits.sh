@@ -5,7 +5,8 @@
 # different limits at once each get theirs; a limit raised and lowered while fio runs takes
 # effect within a second, without an I/O error, and blkctl stats shows the requests it holds
 # back; a burst goes at full speed, then the limit holds; an agent restart keeps the limits; bad
-# values are refused and change nothing; an agent with --io-limits off refuses them.
+# values are refused and change nothing; requests a limit holds do not hold up SIGTERM (the next
+# agent gets them) or a forced delete (they fail); an agent with --io-limits off refuses them.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 one_kernel_only newest "the limits are the agent's, the same on every kernel"
 
@@ -174,6 +175,28 @@ main() {
 
   ctl delete-volume a
   ctl delete-volume b
+
+  # 64 reads at 2/s would hold a stop for 32 s: what a limit holds does not count as under way.
+  step "requests a limit holds pin neither SIGTERM (the next agent gets them) nor a forced delete"
+  ctl create-volume slow --size 64M --backend null:// --iops 2
+  local dev_slow
+  dev_slow="$(volume_device slow)"
+  run_fio fio-slow.log --name=slow --filename="$dev_slow" --direct=1 --ioengine="$fio_engine" \
+    --rw=randread --bs=4k --iodepth=64 --time_based --runtime=600 &
+  fio_pid=$!
+  stop_slow_fio() { kill -KILL "$fio_pid" 2>/dev/null || true; }
+  on_exit stop_slow_fio
+  held_reads() { local n; read -r n _ <"/sys/block/${dev_slow#/dev/}/inflight"; ((n >= 32)); }
+  wait_for "fio's reads held by the limit" 30 held_reads
+  stop_agent
+  start_agent --metrics-address 127.0.0.1:9477
+  wait_for "the reads held again, by the new agent" 30 held_reads
+  timeout 20 blkctl --socket "$AGENT_SOCKET" delete-volume slow --force ||
+    fail "a forced delete of a volume whose limit holds 64 reads did not end within 20 s"
+  local fio_status=0
+  wait "$fio_pid" || fio_status=$?
+  ((fio_status != 0)) || fail "fio on the forcibly deleted volume reported no error"
+  echo "ok: stopped and deleted under held reads; fio got errors (exit status $fio_status)"
 
   step "an agent with --io-limits off (no throttling layer) refuses limits"
   stop_agent

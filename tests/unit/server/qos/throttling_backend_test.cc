@@ -4,7 +4,9 @@
 // next firing.
 #include "server/qos/throttling_backend.h"
 
+#include <cerrno>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "common/monotonic_clock.h"
@@ -134,6 +136,50 @@ TEST_F(ThrottlingBackendTest, TheOldestWaitingRequestIsChargedOnceHoweverOftenTh
   const int64_t wait = limiter_->Reserve(false, 4096, now) - now;
   EXPECT_GT(wait, 1900000000);
   EXPECT_LE(wait, 2000000000);
+}
+
+TEST_F(ThrottlingBackendTest, AStopHandsTheWaitingRequestsBackUnstarted) {
+  IoLimits limits;
+  limits.read_iops = {1, 1};
+  limiter_->Set(limits, MonotonicNs());
+  for (uint16_t tag : {1, 2, 3}) backend_->Submit(tag, Read());
+  backend_->EndOfTurn();
+  RecordingCompleter released;
+  backend_->ReleaseUnstarted(released.completer());
+  EXPECT_EQ(released.Next(), std::make_pair(uint16_t{2}, 0));
+  EXPECT_EQ(released.Next(), std::make_pair(uint16_t{3}, 0));
+  EXPECT_EQ(released.untaken(), 0u);
+  // The timer armed before finds nothing: the backend never sees them, and nothing completes.
+  limits.read_iops = {1000000, 0};
+  limiter_->Set(limits, MonotonicNs());
+  io_uring_cqe fired{};
+  fired.user_data = EncodeUserData(CqeKind::kThrottle, 0);
+  fired.res = -ETIME;
+  backend_->OnCompletion(0, fired);
+  EXPECT_EQ(submitted_, std::vector<uint16_t>{1});
+  EXPECT_EQ(done_.untaken(), 0u);
+}
+
+TEST_F(ThrottlingBackendTest, AfterFailHeldWaitingRequestsFailWithEioAtTheNextTimer) {
+  IoLimits limits;
+  limits.read_iops = {1, 1};  // a forced delete must not wait a second per request
+  limiter_->Set(limits, MonotonicNs());
+  for (uint16_t tag : {1, 2, 3}) backend_->Submit(tag, Read());
+  backend_->EndOfTurn();
+  ASSERT_EQ(Queued().size(), 1u);  // the timer, at most kMaxWaitMs away
+  limiter_->FailHeld();
+  io_uring_cqe fired{};
+  fired.user_data = EncodeUserData(CqeKind::kThrottle, 0);
+  fired.res = -ETIME;
+  backend_->OnCompletion(0, fired);
+  EXPECT_EQ(done_.Take(2), -EIO);
+  EXPECT_EQ(done_.Take(3), -EIO);
+  // One over the limit that arrives now fails at once; the backend saw only the first.
+  backend_->Submit(4, Read());
+  EXPECT_EQ(done_.Take(4), -EIO);
+  EXPECT_EQ(submitted_, std::vector<uint16_t>{1});
+  backend_->EndOfTurn();
+  EXPECT_TRUE(Queued().empty());
 }
 
 }  // namespace

@@ -1,9 +1,6 @@
 #include "csi/signature_reads.h"
 
 #include <fcntl.h>
-#include <linux/fs.h>
-#include <sys/ioctl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "common/byte_size.h"
 #include "common/unique_fd.h"
 
 namespace blk::csi {
@@ -29,21 +27,12 @@ absl::Status Unreadable(const std::string& device, const std::string& why) {
       "): not probing or formatting a device that cannot be read; retry once it reads again"));
 }
 
-absl::StatusOr<uint64_t> SizeOf(int fd) {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return absl::ErrnoToStatus(errno, "fstat");
-  if (!S_ISBLK(st.st_mode)) return static_cast<uint64_t>(st.st_size);
-  uint64_t bytes = 0;
-  if (::ioctl(fd, BLKGETSIZE64, &bytes) != 0) return absl::ErrnoToStatus(errno, "BLKGETSIZE64");
-  return bytes;
-}
-
 }  // namespace
 
 absl::Status ReadWhereSignaturesLive(const std::string& device) {
   UniqueFd fd(::open(device.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC));
   if (!fd.valid()) return Unreadable(device, absl::StrCat("open: ", std::strerror(errno)));
-  absl::StatusOr<uint64_t> size = SizeOf(fd.get());
+  absl::StatusOr<uint64_t> size = ByteSize(fd.get());
   if (!size.ok()) return Unreadable(device, std::string(size.status().message()));
   if (*size == 0) return Unreadable(device, "it has a size of 0 bytes");
   struct FreeDeleter {

@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/byte_size.h"
 #include "server/ublk/abi.h"
 
 namespace blk::server {
@@ -136,20 +137,16 @@ absl::StatusOr<std::unique_ptr<FileStorage>> FileStorage::Open(const std::string
 }
 
 absl::Status FileStorage::Grow(uint64_t size_bytes) {
-  uint64_t size = 0;
-  if (is_block_device_) {
-    if (::ioctl(fd_.get(), BLKGETSIZE64, &size) != 0) {
-      return absl::ErrnoToStatus(errno, "backend block device: BLKGETSIZE64");
-    }
-  } else {
-    struct stat st {};
-    if (::fstat(fd_.get(), &st) != 0) return absl::ErrnoToStatus(errno, "backend file: fstat");
-    size = static_cast<uint64_t>(st.st_size);
+  absl::StatusOr<uint64_t> size = ByteSize(fd_.get());
+  if (!size.ok()) {
+    return absl::Status(size.status().code(),
+                        absl::StrCat("backend ", is_block_device_ ? "block device" : "file", ": ",
+                                     size.status().message()));
   }
-  if (size >= size_bytes) return absl::OkStatus();
+  if (*size >= size_bytes) return absl::OkStatus();
   if (is_block_device_) {
     return absl::FailedPreconditionError(
-        absl::StrCat("the backend block device has ", size, " bytes, fewer than ", size_bytes));
+        absl::StrCat("the backend block device has ", *size, " bytes, fewer than ", size_bytes));
   }
   // The device is the file's only user (one volume per backing file), so its length is the
   // volume's to set.

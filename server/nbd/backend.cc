@@ -11,9 +11,7 @@ uint64_t Backend::ForwardedRequestUserData(uint32_t slot) {
 Backend::Backend(std::optional<Connection> connection, const BackendOptions& options,
                  std::unique_ptr<Reconnector> reconnector, std::shared_ptr<Stats> stats)
     : requests_(connection.has_value() ? std::optional<ExportInfo>(connection->info) : std::nullopt,
-                options.queue_depth, options.shared,
-                options.durability ? options.durability : std::make_shared<Durability>(1),
-                options.durability ? options.connection : 0, stats),
+                options.queue_depth, options.shared, options.durability, options.connection, stats),
       transport_(std::move(connection), requests_, options, std::move(reconnector),
                  std::move(stats)) {}
 

@@ -28,8 +28,7 @@ struct BackendOptions : TransportOptions {
   uint16_t queue_depth = 128;
   // Set when the volume's queues share this backend's connection (it is queue 0's).
   std::shared_ptr<SharedConnection> shared;
-  // The volume's, in which this backend's connection is number `connection`; a volume of one
-  // connection when unset.
+  // The volume's (required), in which this backend's connection is number `connection`.
   std::shared_ptr<Durability> durability;
   uint16_t connection = 0;
 };

@@ -62,7 +62,7 @@ void ThrottlingBackend::Submit(uint16_t tag, const BlockIo& io) {
 }
 
 void ThrottlingBackend::AdmitWaiting(int64_t now_ns) {
-  if (limiter_->failing_held()) return FailWaiting();
+  if (limiter_->failing_held()) return EndEveryWaiting(completer_, -EIO);  // Limiter::FailHeld
   while (count_ > 0) {
     Waiting& entry = waiting_[head_];
     if (!Ready(entry, now_ns)) return;
@@ -90,22 +90,17 @@ void ThrottlingBackend::ArmTimer() {
   timer_armed_ = true;
 }
 
-void ThrottlingBackend::FailWaiting() {
+void ThrottlingBackend::EndEveryWaiting(Completer to, int32_t result) {
   while (count_ > 0) {
     const uint16_t tag = waiting_[head_].tag;
     head_ = (head_ + 1) % waiting_.size();
     --count_;
-    completer_.Complete(tag, -EIO);
+    to.Complete(tag, result);
   }
 }
 
 void ThrottlingBackend::ReleaseUnstarted(Completer released) {
-  while (count_ > 0) {
-    const uint16_t tag = waiting_[head_].tag;
-    head_ = (head_ + 1) % waiting_.size();
-    --count_;
-    released.Complete(tag, 0);
-  }
+  EndEveryWaiting(released, 0);
   inner_->ReleaseUnstarted(released);
 }
 

@@ -45,8 +45,8 @@ class ThrottlingBackend final : public Backend {
   // Submits waiting requests in order until one must wait; remembers how long.
   void AdmitWaiting(int64_t now_ns);
   void ArmTimer();
-  // Limiter::FailHeld: every waiting request fails with EIO.
-  void FailWaiting();
+  // Hands every waiting request, oldest first, to `to` with `result`.
+  void EndEveryWaiting(Completer to, int32_t result);
 
   std::unique_ptr<Backend> inner_;
   std::shared_ptr<Limiter> limiter_;
